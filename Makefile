@@ -1,0 +1,50 @@
+# herald: make test runs everything CI runs; nothing needs installing by hand.
+GO        ?= go
+PKGS      := ./...
+FUZZTIME  ?= 30s
+BENCHTIME ?= 1s
+BENCHCOUNT ?= 6
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+
+.PHONY: all test vet race tidy-check bench bench-compare bench-smoke fuzz cover lint demo soak
+
+all: test
+
+## test: vet, race-enabled tests (fuzz seed corpora included), tidy check
+test: vet race tidy-check
+
+vet:
+	$(GO) vet $(PKGS)
+
+race:
+	$(GO) test -race -count=1 -timeout 10m $(PKGS)
+
+tidy-check:
+	@cp go.mod /tmp/herald.go.mod.bak; cp go.sum /tmp/herald.go.sum.bak 2>/dev/null || true
+	@$(GO) mod tidy
+	@if ! git diff --quiet -- go.mod go.sum; then \
+		echo "go mod tidy changed go.mod/go.sum:"; git diff -- go.mod go.sum; \
+		cp /tmp/herald.go.mod.bak go.mod; cp /tmp/herald.go.sum.bak go.sum 2>/dev/null || true; exit 1; fi
+	@echo "tidy: ok"
+
+## bench: in-package benchmarks with allocations
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) -benchtime $(BENCHTIME) ./broadcast/ ./events/
+
+## fuzz: each fuzz target for FUZZTIME
+fuzz:
+	$(GO) test -run '^$$' -fuzz '^FuzzOps$$' -fuzztime $(FUZZTIME) ./broadcast/
+
+## cover: coverage report in cover.html
+cover:
+	$(GO) test -count=1 -coverprofile=cover.out $(PKGS)
+	$(GO) tool cover -func=cover.out | tail -1
+	$(GO) tool cover -html=cover.out -o cover.html
+
+## lint: staticcheck at a pinned version, run through go run (no install)
+lint: vet
+	$(GO) run $(STATICCHECK) $(PKGS)
+
+## demo: the quick start program
+demo:
+	$(GO) run ./examples/quickstart

@@ -1,0 +1,576 @@
+package broadcast
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ErrClosed is returned by Publish, PublishContext, TryPublish, Watch and
+// WatchWithPrefix once [Broadcaster.Shutdown] has begun.
+var ErrClosed = errors.New("broadcast: broadcaster is shut down")
+
+var errNilContext = errors.New("broadcast: nil Context")
+
+// Ring sizes. The ring is shared by every watcher read through All (see
+// docs/design.md); it only has to cover how far such a watcher normally lags,
+// because a watcher that falls further behind gets its values copied into a
+// private queue. 1024 slots cover the default queue length of 1000.
+const (
+	minRing = 64
+	maxRing = 1024
+)
+
+// Stats is a snapshot of a broadcaster's counters.
+type Stats struct {
+	Published uint64 // values accepted by Publish/PublishContext/TryPublish
+	Dropped   uint64 // deliveries lost to policies, all watchers, stopped ones included
+	Watchers  int    // watchers currently registered
+}
+
+// A Broadcaster fans every published value out to every registered watcher,
+// in one total order, under each watcher's [Policy]. Create one with [New];
+// all methods are safe for concurrent use. It starts no goroutines.
+type Broadcaster[T any] struct {
+	cfg config
+
+	// mu guards the fields below it and serializes commits: the write of a
+	// value into the ring, the tail increment and the decisions for full
+	// watchers happen under mu, so every watcher sees one order. mu is never
+	// held while waiting: a publisher that has to wait for a Block watcher
+	// marks the broadcaster busy, unlocks, waits, and relocks.
+	mu        sync.Mutex
+	closed    bool          // Shutdown began
+	busy      bool          // a publisher is waiting; others queue on turn
+	turn      chan struct{} // closed when busy clears (nil if nobody waits)
+	inflight  bool          // a committed value is still being delivered
+	inflSeq   uint64        // its sequence number
+	ringW     []*Watcher[T] // watchers read from the ring (C never called)
+	chanW     []*Watcher[T] // watchers read through C: values are sent to them
+	attn      uint64        // no ring watcher needs attention before this seq
+	nWatchers int
+	slow      []*Watcher[T] // scratch: channel watchers a publish waits for
+	shutting  bool
+	shutDone  chan struct{} // closed when the first Shutdown has finished
+
+	closedCh chan struct{} // closed when Shutdown begins: wakes turn waiters
+	abort    chan struct{} // closed when Shutdown's ctx ends: waits give up
+	roomCh   chan struct{} // cap 1: a waiting publisher should re-check
+
+	tail      atomic.Uint64           // next sequence number to publish
+	ring      atomic.Pointer[ring[T]] // nil until the first watcher
+	published atomic.Uint64
+	dropped   atomic.Uint64
+
+	// pmu guards parked: ring watchers whose reader is waiting for a value.
+	// Publishers wake only those, and only when nParked says there are any.
+	pmu     sync.Mutex
+	parked  []*Watcher[T]
+	nParked atomic.Int32
+}
+
+type ring[T any] struct {
+	buf  []T
+	mask uint64
+}
+
+// New returns a broadcaster. opts set the defaults for its watchers: queue
+// length [DefaultQueueLength] and policy [Drop] unless given.
+func New[T any](opts ...Option) *Broadcaster[T] {
+	b := &Broadcaster[T]{
+		cfg:      defaultConfig(),
+		attn:     math.MaxUint64,
+		closedCh: make(chan struct{}),
+		abort:    make(chan struct{}),
+		roomCh:   make(chan struct{}, 1),
+	}
+	b.cfg.apply(opts)
+	return b
+}
+
+// Publish sends v to every watcher. It returns once v is queued for every
+// watcher (or dropped for it, as its policy says); it waits only for full
+// [Block] or [BlockFor] watchers. It returns [ErrClosed] once Shutdown has
+// begun; a Publish that was waiting when Shutdown's ctx ended returns
+// ErrClosed too, and v is then dropped (counted) for the watchers it had not
+// reached.
+func (b *Broadcaster[T]) Publish(v T) error {
+	_, err := b.publish(context.Background(), v, false)
+	return err
+}
+
+// PublishContext is [Broadcaster.Publish] whose waits for full Block
+// watchers end when ctx does. If ctx is already done, nothing is published
+// and ctx.Err() is returned. If ctx ends while v waits, v still goes to every
+// watcher with room, is dropped (counted in Dropped) for each Block watcher
+// that had none, as [BlockFor] would, and ctx.Err() is returned.
+func (b *Broadcaster[T]) PublishContext(ctx context.Context, v T) error {
+	if ctx == nil {
+		return errNilContext
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	_, err := b.publish(ctx, v, false)
+	return err
+}
+
+// TryPublish publishes v only if that needs no waiting: it returns
+// (false, nil) without publishing when a [Block] or [BlockFor] watcher is
+// full or another publisher is waiting, (false, ErrClosed) once Shutdown
+// has begun, and (true, nil) when v was published. It never blocks.
+func (b *Broadcaster[T]) TryPublish(v T) (bool, error) {
+	return b.publish(context.Background(), v, true)
+}
+
+func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, error) {
+	b.mu.Lock()
+	// Take the turn: only one publisher waits at a time, so the order of
+	// commits is the order every watcher sees.
+	for b.busy {
+		if try {
+			b.mu.Unlock()
+			return false, nil
+		}
+		if b.closed {
+			b.mu.Unlock()
+			return false, ErrClosed
+		}
+		if b.turn == nil {
+			b.turn = make(chan struct{})
+		}
+		t := b.turn
+		b.mu.Unlock()
+		select {
+		case <-t:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		case <-b.closedCh:
+			return false, ErrClosed
+		}
+		b.mu.Lock()
+	}
+	if b.closed {
+		b.mu.Unlock()
+		return false, ErrClosed
+	}
+
+	s := b.tail.Load()
+	var (
+		w8     waitState
+		result error
+	)
+	defer w8.stop()
+
+	// Phase 1, before the commit: a full Block watcher read through All gets
+	// nothing until it has room, so v stays invisible while we wait.
+	for {
+		full, deadline := b.fullRingBlockers(s, &w8)
+		if try && !full {
+			full = b.fullChanBlockers()
+		}
+		if !full {
+			break
+		}
+		if try {
+			b.mu.Unlock()
+			return false, nil
+		}
+		b.busy = true
+		b.mu.Unlock()
+		stop, err := w8.wait(ctx, b.roomCh, b.abort, deadline)
+		b.mu.Lock()
+		if stop {
+			w8.giveUp = true
+			result = err
+		}
+	}
+
+	// Phase 2, the commit.
+	if s >= b.attn {
+		b.attend(s, &w8)
+	}
+	if r := b.ring.Load(); r != nil {
+		r.buf[s&r.mask] = v
+	}
+	b.tail.Store(s + 1)
+	b.published.Add(1)
+	slow := b.slow[:0]
+	for _, w := range b.chanW {
+		if w.offer(v, &w8) {
+			slow = append(slow, w)
+		}
+	}
+
+	// Phase 3: channel watchers under Block that were full. v is visible to
+	// everyone else now; a watcher registering meanwhile starts at v (see
+	// inflight in watch), so the barrier holds for a Publish that returns
+	// after its Watch.
+	if len(slow) > 0 {
+		b.busy = true
+		b.inflight, b.inflSeq = true, s
+		b.mu.Unlock()
+		b.wakeParked()
+		for _, w := range slow {
+			if err := w.sendBlocking(ctx, b, v, &w8); err != nil && result == nil {
+				result = err
+			}
+		}
+		clear(slow)
+		b.mu.Lock()
+		b.inflight = false
+	}
+	b.slow = slow[:0]
+	if b.busy {
+		b.busy = false
+		if b.turn != nil {
+			close(b.turn)
+			b.turn = nil
+		}
+	}
+	b.mu.Unlock()
+	b.wakeParked()
+	return true, result
+}
+
+// waitState is a publisher's view of its own waiting: when it started (for
+// BlockFor), whether it gave up (ctx ended or Shutdown aborted), and a timer
+// reused across waits. It lives on the publisher's stack.
+type waitState struct {
+	start  time.Time
+	now    time.Time
+	giveUp bool
+	err    error
+	timer  *time.Timer
+}
+
+func (ws *waitState) stop() {
+	if ws.timer != nil {
+		ws.timer.Stop()
+	}
+}
+
+// expired reports whether a BlockFor watcher with policy p has been waited
+// for long enough. Watchers only count as expired once waiting has started.
+func (ws *waitState) expired(p Policy) bool {
+	if ws.giveUp {
+		return true
+	}
+	return p.kind == kindBlockFor && !ws.start.IsZero() && ws.now.Sub(ws.start) >= p.wait
+}
+
+func (ws *waitState) deadline(p Policy) time.Time {
+	if p.kind != kindBlockFor {
+		return time.Time{}
+	}
+	return ws.start.Add(p.wait)
+}
+
+// wait blocks until a consumer makes room (roomCh), the earliest BlockFor
+// deadline passes, ctx ends or Shutdown aborts. It reports whether the
+// publisher must give up and with which error.
+func (ws *waitState) wait(ctx context.Context, room, abort <-chan struct{}, deadline time.Time) (bool, error) {
+	var tc <-chan time.Time
+	if !deadline.IsZero() {
+		d := time.Until(deadline)
+		if ws.timer == nil {
+			ws.timer = time.NewTimer(d)
+		} else {
+			ws.timer.Reset(d)
+		}
+		tc = ws.timer.C
+	}
+	var give bool
+	var err error
+	select {
+	case <-room:
+	case <-tc:
+	case <-ctx.Done():
+		give, err = true, ctx.Err()
+	case <-abort:
+		give, err = true, ErrClosed
+	}
+	if ws.timer != nil {
+		ws.timer.Stop()
+	}
+	ws.now = time.Now()
+	return give, err
+}
+
+// fullRingBlockers reports whether a Block or unexpired BlockFor watcher
+// read through All is full for seq s, marking each such watcher so that its
+// reader signals roomCh, and returns the earliest BlockFor deadline among
+// them (zero if none). Called with b.mu held.
+func (b *Broadcaster[T]) fullRingBlockers(s uint64, ws *waitState) (bool, time.Time) {
+	if s < b.attn {
+		return false, time.Time{}
+	}
+	full := false
+	var deadline time.Time
+	R := b.ringSize()
+	for _, w := range b.ringW {
+		if !w.policy.waits() || w.attnSeq(R) > s {
+			continue
+		}
+		w.mu.Lock()
+		if w.queuedLocked(s) >= w.queueLen && !ws.expired(w.policy) {
+			w.roomWanted = true
+			full = true
+			if ws.start.IsZero() {
+				ws.start = time.Now()
+				ws.now = ws.start
+			}
+			if d := ws.deadline(w.policy); !d.IsZero() && (deadline.IsZero() || d.Before(deadline)) {
+				deadline = d
+			}
+		}
+		w.mu.Unlock()
+	}
+	return full, deadline
+}
+
+// fullChanBlockers reports whether a Block or BlockFor watcher read through
+// C is full. Only TryPublish asks: Publish waits for those after the commit.
+func (b *Broadcaster[T]) fullChanBlockers() bool {
+	for _, w := range b.chanW {
+		if !w.policy.waits() {
+			continue
+		}
+		w.mu.Lock()
+		full := !w.chClosed && w.chanQueuedLocked() >= w.queueLen
+		w.mu.Unlock()
+		if full {
+			return true
+		}
+	}
+	return false
+}
+
+// attend handles every ring watcher that needs it before seq s is written:
+// full lossy watchers get their policy applied, watchers about to be lapped
+// get their values copied out of the ring. It recomputes b.attn. Called with
+// b.mu held, only when s >= b.attn, which is rare unless a watcher is full.
+func (b *Broadcaster[T]) attend(s uint64, ws *waitState) {
+	r := b.ring.Load()
+	R := b.ringSize()
+	next := uint64(math.MaxUint64)
+	for _, w := range b.ringW {
+		if w.attnSeq(R) <= s {
+			w.mu.Lock()
+			w.attendLocked(s, r, ws)
+			w.mu.Unlock()
+		}
+		next = min(next, w.attnSeq(R))
+	}
+	b.attn = next
+}
+
+func (b *Broadcaster[T]) ringSize() uint64 {
+	if r := b.ring.Load(); r != nil {
+		return uint64(len(r.buf))
+	}
+	return 0
+}
+
+// ensureRing makes the ring big enough for queue length n. Called with b.mu
+// held. Readers load the tail before the ring pointer, so a reader that sees
+// a value committed into a new ring also sees the new ring.
+func (b *Broadcaster[T]) ensureRing(n int) {
+	want := uint64(minRing)
+	for want < uint64(n)+1 && want < maxRing {
+		want <<= 1
+	}
+	old := b.ring.Load()
+	if old != nil && uint64(len(old.buf)) >= want {
+		return
+	}
+	nr := &ring[T]{buf: make([]T, want), mask: want - 1}
+	if old != nil {
+		t := b.tail.Load()
+		n := min(t, uint64(len(old.buf)))
+		for seq := t - n; seq < t; seq++ {
+			nr.buf[seq&nr.mask] = old.buf[seq&old.mask]
+		}
+	}
+	b.ring.Store(nr)
+}
+
+// Watch registers a watcher. It receives every value whose Publish is called
+// after Watch returns, and none whose Publish returned before Watch was
+// called. opts override the broadcaster's defaults for this watcher. It
+// returns [ErrClosed] once Shutdown has begun. Watch never waits for
+// publishers or other watchers.
+func (b *Broadcaster[T]) Watch(opts ...Option) (*Watcher[T], error) {
+	return b.watch(nil, opts)
+}
+
+// WatchWithPrefix is [Broadcaster.Watch] whose watcher first receives the
+// values of prefix, in order, and then behaves as Watch. The prefix is
+// copied, and never dropped: the watcher holds the prefix plus its queue
+// length. Typical use: the current state, then every change after it, with
+// nothing missed or repeated in between.
+func (b *Broadcaster[T]) WatchWithPrefix(prefix []T, opts ...Option) (*Watcher[T], error) {
+	return b.watch(prefix, opts)
+}
+
+func (b *Broadcaster[T]) watch(prefix []T, opts []Option) (*Watcher[T], error) {
+	cfg := b.cfg
+	cfg.apply(opts)
+	w := &Watcher[T]{b: b, queueLen: cfg.queueLen, policy: cfg.policy}
+	if len(prefix) > 0 {
+		w.pend.init(prefix)
+		w.pendLen.Store(int64(len(prefix)))
+		w.prefixLeft.Store(int64(len(prefix)))
+	}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil, ErrClosed
+	}
+	b.ensureRing(cfg.queueLen)
+	start := b.tail.Load()
+	if b.inflight {
+		start = b.inflSeq
+	}
+	w.h.Store(start)
+	w.index = len(b.ringW)
+	b.ringW = append(b.ringW, w)
+	b.nWatchers++
+	b.attn = min(b.attn, w.attnSeq(b.ringSize()))
+	b.mu.Unlock()
+	return w, nil
+}
+
+// remove unregisters w. Called with b.mu held.
+func (b *Broadcaster[T]) remove(w *Watcher[T]) {
+	list := &b.ringW
+	if w.ch != nil {
+		list = &b.chanW
+	}
+	l := *list
+	i := w.index
+	if i < 0 || i >= len(l) || l[i] != w {
+		return
+	}
+	last := len(l) - 1
+	l[i] = l[last]
+	l[i].index = i
+	l[last] = nil
+	*list = l[:last]
+	w.index = -1
+	b.nWatchers--
+}
+
+// Stats returns a snapshot of the broadcaster's counters.
+func (b *Broadcaster[T]) Stats() Stats {
+	b.mu.Lock()
+	n := b.nWatchers
+	b.mu.Unlock()
+	return Stats{Published: b.published.Load(), Dropped: b.dropped.Load(), Watchers: n}
+}
+
+// Shutdown stops the broadcaster. From its start, Publish, PublishContext,
+// TryPublish, Watch and WatchWithPrefix return [ErrClosed]. A Publish still
+// waiting for a full Block watcher may finish until ctx ends; then it gives
+// up (its value is dropped, counted, for the watchers it had not reached).
+// Every value whose Publish returned nil stays readable: through C(), which
+// is then closed, or through All(), which then ends. Shutdown returns nil,
+// or ctx.Err() if ctx ended first; either way every watcher is closed and no
+// goroutine of the broadcaster remains (it starts none). Calls after the
+// first wait for it to finish and return nil (or their own ctx.Err()).
+// Shutdown(nil) returns an error and does nothing.
+func (b *Broadcaster[T]) Shutdown(ctx context.Context) error {
+	if ctx == nil {
+		return errNilContext
+	}
+	b.mu.Lock()
+	if b.shutting {
+		done := b.shutDone
+		b.mu.Unlock()
+		select {
+		case <-done:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	b.shutting, b.closed = true, true
+	b.shutDone = make(chan struct{})
+	close(b.closedCh)
+	var err error
+	for b.busy {
+		if b.turn == nil {
+			b.turn = make(chan struct{})
+		}
+		t := b.turn
+		b.mu.Unlock()
+		if err == nil {
+			select {
+			case <-t:
+			case <-ctx.Done():
+				err = ctx.Err()
+				close(b.abort)
+				<-t
+			}
+		} else {
+			<-t
+		}
+		b.mu.Lock()
+	}
+	for _, list := range [][]*Watcher[T]{b.ringW, b.chanW} {
+		for _, w := range list {
+			w.mu.Lock()
+			w.end()
+			w.index = -1
+			w.mu.Unlock()
+		}
+	}
+	clear(b.ringW)
+	clear(b.chanW)
+	b.ringW, b.chanW, b.nWatchers = nil, nil, 0
+	close(b.shutDone)
+	b.mu.Unlock()
+	return err
+}
+
+// park records that w's reader waits for a value.
+func (b *Broadcaster[T]) park(w *Watcher[T]) {
+	b.pmu.Lock()
+	if !w.parked {
+		w.parked = true
+		b.parked = append(b.parked, w)
+		b.nParked.Store(int32(len(b.parked)))
+	}
+	b.pmu.Unlock()
+}
+
+// wakeParked wakes every parked reader. Publishers call it after each
+// commit; it costs one atomic load when nobody is parked.
+func (b *Broadcaster[T]) wakeParked() {
+	if b.nParked.Load() == 0 {
+		return
+	}
+	b.pmu.Lock()
+	for i, w := range b.parked {
+		w.parked = false
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+		b.parked[i] = nil
+	}
+	b.parked = b.parked[:0]
+	b.nParked.Store(0)
+	b.pmu.Unlock()
+}
+
+// signalRoom tells a waiting publisher to re-check.
+func (b *Broadcaster[T]) signalRoom() {
+	select {
+	case b.roomCh <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,50 @@
+package broadcast
+
+// deque is a growable ring-buffer FIFO: a watcher's private queue, used only
+// when it holds a prefix or has fallen behind the shared ring. Its zero value
+// is empty and allocates nothing.
+type deque[T any] struct {
+	buf  []T
+	head int
+	n    int
+}
+
+func (d *deque[T]) init(vs []T) {
+	d.buf = make([]T, max(len(vs), 4))
+	copy(d.buf, vs)
+	d.head, d.n = 0, len(vs)
+}
+
+func (d *deque[T]) len() int { return d.n }
+
+func (d *deque[T]) push(v T) {
+	if d.n == len(d.buf) {
+		nb := make([]T, max(2*len(d.buf), 16))
+		for i := 0; i < d.n; i++ {
+			nb[i] = d.buf[(d.head+i)%len(d.buf)]
+		}
+		d.buf, d.head = nb, 0
+	}
+	d.buf[(d.head+d.n)%len(d.buf)] = v
+	d.n++
+}
+
+func (d *deque[T]) pop() T {
+	var zero T
+	v := d.buf[d.head]
+	d.buf[d.head] = zero // let the garbage collector have it
+	d.head = (d.head + 1) % len(d.buf)
+	d.n--
+	return v
+}
+
+// removeAt removes the i-th value (0 is the front), shifting the values
+// after it forward.
+func (d *deque[T]) removeAt(i int) {
+	var zero T
+	for j := i; j < d.n-1; j++ {
+		d.buf[(d.head+j)%len(d.buf)] = d.buf[(d.head+j+1)%len(d.buf)]
+	}
+	d.buf[(d.head+d.n-1)%len(d.buf)] = zero
+	d.n--
+}
