@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,6 +23,13 @@ var errNilContext = errors.New("broadcast: nil Context")
 const (
 	minRing = 64
 	maxRing = 1024
+)
+
+// Spinning: how many times a publisher waiting for room, or a reader waiting
+// for a value, yields the processor and looks again before it parks.
+const (
+	publisherSpins = 2
+	readerSpins    = 1
 )
 
 // Stats is a snapshot of a broadcaster's counters.
@@ -60,10 +68,9 @@ type Broadcaster[T any] struct {
 	abort    chan struct{} // closed when Shutdown's ctx ends: waits give up
 	roomCh   chan struct{} // cap 1: a waiting publisher should re-check
 
-	tail      atomic.Uint64           // next sequence number to publish
-	ring      atomic.Pointer[ring[T]] // nil until the first watcher
-	published atomic.Uint64
-	dropped   atomic.Uint64
+	tail    atomic.Uint64           // next sequence number to publish
+	ring    atomic.Pointer[ring[T]] // nil until the first watcher
+	dropped atomic.Uint64
 
 	// pmu guards parked: ring watchers whose reader is waiting for a value.
 	// Publishers wake only those, and only when nParked says there are any.
@@ -162,8 +169,8 @@ func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, erro
 	var (
 		w8     waitState
 		result error
+		spins  int
 	)
-	defer w8.stop()
 
 	// Phase 1, before the commit: a full Block watcher read through All gets
 	// nothing until it has room, so v stays invisible while we wait.
@@ -181,6 +188,14 @@ func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, erro
 		}
 		b.busy = true
 		b.mu.Unlock()
+		if spins < publisherSpins {
+			// Readers usually make room within a scheduling round; yielding
+			// is much cheaper than parking on roomCh and being woken.
+			spins++
+			runtime.Gosched()
+			b.mu.Lock()
+			continue
+		}
 		stop, err := w8.wait(ctx, b.roomCh, b.abort, deadline)
 		b.mu.Lock()
 		if stop {
@@ -197,7 +212,13 @@ func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, erro
 		r.buf[s&r.mask] = v
 	}
 	b.tail.Store(s + 1)
-	b.published.Add(1)
+	if len(b.chanW) == 0 && !b.busy {
+		// The common case: nobody to send to, nobody waiting.
+		b.mu.Unlock()
+		w8.stop()
+		b.wakeParked()
+		return true, result
+	}
 	slow := b.slow[:0]
 	for _, w := range b.chanW {
 		if w.offer(v, &w8) {
@@ -232,6 +253,7 @@ func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, erro
 		}
 	}
 	b.mu.Unlock()
+	w8.stop()
 	b.wakeParked()
 	return true, result
 }
@@ -316,8 +338,8 @@ func (b *Broadcaster[T]) fullRingBlockers(s uint64, ws *waitState) (bool, time.T
 			continue
 		}
 		w.mu.Lock()
+		w.roomWanted.Store(true)
 		if w.queuedLocked(s) >= w.queueLen && !ws.expired(w.policy) {
-			w.roomWanted = true
 			full = true
 			if ws.start.IsZero() {
 				ws.start = time.Now()
@@ -326,6 +348,8 @@ func (b *Broadcaster[T]) fullRingBlockers(s uint64, ws *waitState) (bool, time.T
 			if d := ws.deadline(w.policy); !d.IsZero() && (deadline.IsZero() || d.Before(deadline)) {
 				deadline = d
 			}
+		} else {
+			w.roomWanted.Store(false)
 		}
 		w.mu.Unlock()
 	}
@@ -339,10 +363,7 @@ func (b *Broadcaster[T]) fullChanBlockers() bool {
 		if !w.policy.waits() {
 			continue
 		}
-		w.mu.Lock()
-		full := !w.chClosed && w.chanQueuedLocked() >= w.queueLen
-		w.mu.Unlock()
-		if full {
+		if !w.chClosed && w.chanQueuedLocked() >= w.queueLen {
 			return true
 		}
 	}
@@ -469,7 +490,7 @@ func (b *Broadcaster[T]) Stats() Stats {
 	b.mu.Lock()
 	n := b.nWatchers
 	b.mu.Unlock()
-	return Stats{Published: b.published.Load(), Dropped: b.dropped.Load(), Watchers: n}
+	return Stats{Published: b.tail.Load(), Dropped: b.dropped.Load(), Watchers: n}
 }
 
 // Shutdown stops the broadcaster. From its start, Publish, PublishContext,

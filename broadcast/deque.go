@@ -19,13 +19,26 @@ func (d *deque[T]) len() int { return d.n }
 
 func (d *deque[T]) push(v T) {
 	if d.n == len(d.buf) {
-		nb := make([]T, max(2*len(d.buf), 16))
-		for i := 0; i < d.n; i++ {
-			nb[i] = d.buf[(d.head+i)%len(d.buf)]
-		}
-		d.buf, d.head = nb, 0
+		d.grow()
 	}
 	d.buf[(d.head+d.n)%len(d.buf)] = v
+	d.n++
+}
+
+func (d *deque[T]) grow() {
+	nb := make([]T, max(2*len(d.buf), 16))
+	for i := 0; i < d.n; i++ {
+		nb[i] = d.buf[(d.head+i)%len(d.buf)]
+	}
+	d.buf, d.head = nb, 0
+}
+
+func (d *deque[T]) pushFront(v T) {
+	if d.n == len(d.buf) {
+		d.grow()
+	}
+	d.head = (d.head - 1 + len(d.buf)) % len(d.buf)
+	d.buf[d.head] = v
 	d.n++
 }
 

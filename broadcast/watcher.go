@@ -3,6 +3,7 @@ package broadcast
 import (
 	"context"
 	"iter"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,8 +24,10 @@ type Watcher[T any] struct {
 	h          atomic.Uint64 // next ring seq not yet taken: w's ring segment is [h, tail)
 	pendLen    atomic.Int64  // len(pend)
 	prefixLeft atomic.Int64  // prefix values still at the front of pend
+	inHand     atomic.Int64  // non-prefix values an All loop took and has not yielded yet
 	dropped    atomic.Uint64
 	stopped    atomic.Bool
+	roomWanted atomic.Bool // a publisher waits for this watcher to make room
 
 	// mu guards the fields below. Lock order: b.mu before w.mu; w.mu is never
 	// held while blocking (sends under it never block: they are select with
@@ -32,7 +35,6 @@ type Watcher[T any] struct {
 	mu         sync.Mutex
 	pend       deque[T] // values taken out of the ring (or the prefix), in order
 	ended      bool     // Shutdown: readers drain what is queued, then end
-	roomWanted bool     // a publisher waits for this watcher to make room
 	wake       chan struct{}
 	done       chan struct{} // closed when w ends (stopped or shut down)
 	doneClosed bool
@@ -66,7 +68,7 @@ func (w *Watcher[T]) drop() {
 // consumes, so a stale read is still a valid bound.
 func (w *Watcher[T]) attnSeq(ringSize uint64) uint64 {
 	h := w.h.Load()
-	np := w.pendLen.Load() - w.prefixLeft.Load()
+	np := w.pendLen.Load() - w.prefixLeft.Load() + w.inHand.Load()
 	fullAt := int64(h) + int64(w.queueLen) - np
 	if fullAt < 0 {
 		fullAt = 0
@@ -77,7 +79,7 @@ func (w *Watcher[T]) attnSeq(ringSize uint64) uint64 {
 // queuedLocked returns how many non-prefix values w holds just before seq s
 // is committed. Ring mode; called with w.mu held.
 func (w *Watcher[T]) queuedLocked(s uint64) int {
-	n := int(w.pendLen.Load() - w.prefixLeft.Load())
+	n := int(w.pendLen.Load() - w.prefixLeft.Load() + w.inHand.Load())
 	if h := w.h.Load(); s > h {
 		n += int(s - h)
 	}
@@ -139,10 +141,11 @@ func (w *Watcher[T]) attendLocked(s uint64, r *ring[T], ws *waitState) {
 
 // offer queues v for a channel watcher at commit time, applying its policy
 // if it is full. It reports whether the publisher must wait for w (Block or
-// unexpired BlockFor). Called with b.mu held.
+// unexpired BlockFor). Called with b.mu held and without w.mu: everything
+// else that touches a channel watcher's send state (C, Stop, Shutdown) holds
+// b.mu too, and sendBlocking runs only while this publisher holds the turn.
+// Skipping w.mu here saves a lock per watcher per value.
 func (w *Watcher[T]) offer(v T, ws *waitState) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.chClosed {
 		return false
 	}
@@ -365,8 +368,7 @@ func (w *Watcher[T]) C() <-chan T {
 	}
 	w.index = len(b.chanW)
 	b.chanW = append(b.chanW, w)
-	if w.roomWanted {
-		w.roomWanted = false
+	if w.roomWanted.Swap(false) {
 		b.signalRoom()
 	}
 	if w.wake != nil {
@@ -380,13 +382,16 @@ func (w *Watcher[T]) C() <-chan T {
 
 // All returns an iterator over the watcher's values, in order. It ends when
 // the watcher ends: at once after Stop, after the queued values after
-// Shutdown. Breaking out of the loop leaves the watcher registered; call
-// Stop when done. Before [Watcher.C] is called, All reads the broadcaster's
-// shared ring directly, which is the fastest way to read; after, it reads the
-// channel. Several loops may run at once; each value goes to one of them.
+// Shutdown. Breaking out of the loop leaves the watcher registered, with the
+// values not yet yielded still queued; call Stop when done. Before
+// [Watcher.C] is called, All reads the broadcaster's shared ring directly,
+// in batches, which is the fastest way to read; after, it reads the channel.
+// Several loops may run at once; each value goes to one of them.
 func (w *Watcher[T]) All() iter.Seq[T] {
 	return func(yield func(T) bool) {
 		b := w.b
+		var batch []T
+		spins := 0
 		for {
 			w.mu.Lock()
 			if w.stopped.Load() {
@@ -402,17 +407,32 @@ func (w *Watcher[T]) All() iter.Seq[T] {
 				}
 				return
 			}
-			if v, ok := w.popLocked(); ok {
-				notify := w.roomWanted
-				w.roomWanted = false
-				w.mu.Unlock()
-				if notify {
-					b.signalRoom()
+			if w.policy.kind == kindDropOldest {
+				// One at a time: a publisher may discard the oldest queued
+				// value, so values must stay queued until they are yielded.
+				if v, ok := w.popLocked(); ok {
+					w.mu.Unlock()
+					spins = 0
+					if !yield(v) {
+						return
+					}
+					continue
 				}
-				if !yield(v) {
-					return
+			} else {
+				if batch == nil {
+					batch = make([]T, 0, batchSize)
 				}
-				continue
+				var nPrefix int
+				batch, nPrefix = w.popBatchLocked(batch[:0])
+				if len(batch) > 0 {
+					w.inHand.Add(int64(len(batch) - nPrefix))
+					w.mu.Unlock()
+					spins = 0
+					if !w.yieldBatch(batch, nPrefix, yield) {
+						return
+					}
+					continue
+				}
 			}
 			if w.ended {
 				w.mu.Unlock()
@@ -424,6 +444,11 @@ func (w *Watcher[T]) All() iter.Seq[T] {
 			}
 			wake, done := w.wake, w.done
 			w.mu.Unlock()
+			if spins < readerSpins {
+				spins++
+				runtime.Gosched()
+				continue
+			}
 			b.park(w)
 			// Re-check after parking: a publisher stores the tail before it
 			// looks for parked readers, and we park before loading the tail,
@@ -437,6 +462,86 @@ func (w *Watcher[T]) All() iter.Seq[T] {
 			}
 		}
 	}
+}
+
+// batchSize is how many values an All loop takes from the watcher per lock.
+const batchSize = 64
+
+// yieldBatch yields a batch taken by popBatchLocked, whose first nPrefix
+// values are prefix values. It reports whether the loop goes on; if the loop
+// breaks, the values not yet yielded go back to the front of the queue.
+func (w *Watcher[T]) yieldBatch(batch []T, nPrefix int, yield func(T) bool) bool {
+	var zero T
+	for i := range batch {
+		if w.stopped.Load() {
+			clear(batch)
+			return false
+		}
+		v := batch[i]
+		batch[i] = zero
+		if i >= nPrefix {
+			w.inHand.Add(-1)
+			if w.roomWanted.Load() && w.roomWanted.CompareAndSwap(true, false) {
+				w.b.signalRoom()
+			}
+		}
+		if !yield(v) {
+			w.giveBack(batch[i+1:], max(0, nPrefix-i-1))
+			return false
+		}
+	}
+	return true
+}
+
+// giveBack puts values an All loop took but did not yield back at the front
+// of the queue, in order; the first nPrefix of them are prefix values.
+func (w *Watcher[T]) giveBack(rest []T, nPrefix int) {
+	if len(rest) == 0 {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.inHand.Add(-int64(len(rest) - nPrefix))
+	if w.stopped.Load() {
+		clear(rest)
+		return
+	}
+	if w.ch != nil {
+		// C was called while the batch was out; the channel may be closed
+		// by now (after Shutdown). Those values are lost to this reader.
+		clear(rest)
+		return
+	}
+	for i := len(rest) - 1; i >= 0; i-- {
+		w.pend.pushFront(rest[i])
+	}
+	clear(rest)
+	w.pendLen.Store(int64(w.pend.len()))
+	w.prefixLeft.Add(int64(nPrefix))
+}
+
+// popBatchLocked appends up to cap(batch) of w's next values to batch, from
+// pend first, then from the ring, and reports how many were prefix values.
+func (w *Watcher[T]) popBatchLocked(batch []T) ([]T, int) {
+	nPrefix := 0
+	for w.pend.len() > 0 && len(batch) < cap(batch) {
+		batch = append(batch, w.pend.pop())
+		if w.prefixLeft.Load() > 0 {
+			w.prefixLeft.Add(-1)
+			nPrefix++
+		}
+	}
+	w.pendLen.Store(int64(w.pend.len()))
+	h := w.h.Load()
+	if t := w.b.tail.Load(); h < t && len(batch) < cap(batch) {
+		r := w.b.ring.Load()
+		n := min(t-h, uint64(cap(batch)-len(batch)))
+		for i := uint64(0); i < n; i++ {
+			batch = append(batch, r.buf[(h+i)&r.mask])
+		}
+		w.h.Store(h + n)
+	}
+	return batch, nPrefix
 }
 
 // popLocked takes w's next value: from pend, else from the ring.
@@ -498,7 +603,7 @@ func (w *Watcher[T]) Stop() {
 			w.chClosed = true
 		}
 	}
-	w.roomWanted = false
+	w.roomWanted.Store(false)
 	w.mu.Unlock()
 	b.mu.Unlock()
 	b.signalRoom()
