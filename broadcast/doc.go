@@ -1,0 +1,71 @@
+// Package broadcast is generic in-process fan-out: every value published on
+// a [Broadcaster] reaches every registered [Watcher], in one total order,
+// under a per-watcher [Policy] for a full queue.
+//
+// # Usage
+//
+//	b := broadcast.New[Event]()                       // default: queue 1000, Drop
+//	audit, _ := b.Watch(broadcast.WithPolicy(broadcast.Block)) // lossless
+//	ui, _ := b.Watch(broadcast.WithQueueLength(16),
+//		broadcast.WithPolicy(broadcast.DropOldest))         // keeps the latest 16
+//	go func() { for e := range audit.All() { store(e) } }()
+//	go func() { for e := range ui.C() { render(e) } }()
+//	b.Publish(Event{...})
+//	...
+//	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+//	defer cancel()
+//	b.Shutdown(ctx) // deliver what was published, close every watcher
+//
+// [Broadcaster.WatchWithPrefix] gives a watcher a prefix (say, the current
+// state) before the live values, with nothing missed or repeated between.
+//
+// # Policies
+//
+// A watcher's queue holds up to its queue length ([WithQueueLength], default
+// [DefaultQueueLength]) of values it has not read. When it is full:
+//
+//   - [Drop]: the new value is not queued for it (counted in
+//     [Watcher.Dropped]); a watcher that never reads keeps the first values.
+//   - [DropOldest]: its oldest value is discarded (counted); it keeps the
+//     latest values.
+//   - [Block]: the publisher waits until it has room or is stopped; nothing is
+//     lost.
+//   - [BlockFor](d): the publisher waits at most d, then drops as Drop.
+//
+// The policy is set per broadcaster in [New] and overridden per watcher in
+// [Broadcaster.Watch]. A full Drop or DropOldest watcher never slows the
+// publisher or another watcher down; a full Block watcher makes every
+// publisher wait, since every value must reach it in order.
+//
+// # Concurrency
+//
+// All methods are safe for concurrent use. The registration barrier: a
+// Watch that returns happens before every value whose Publish is called
+// after it, and the watcher receives all of them; it receives no value whose
+// Publish returned before Watch was called (values published concurrently
+// with Watch may or may not arrive). All watchers observe the values they
+// receive in the same relative order, and values published by one goroutine
+// arrive in that goroutine's order. A Publish that returns nil happens
+// before the value is received.
+//
+// Read a watcher through [Watcher.All] (an iterator, the fastest path: it
+// reads the broadcaster's shared ring in batches) or [Watcher.C] (a channel,
+// for select). Each value goes to exactly one reader. [Watcher.Stop] may be
+// called from any goroutine, also from inside the reading loop and while a
+// Publish waits for that watcher, which it releases at once.
+//
+// The broadcaster starts no goroutines: publishers write into a shared ring
+// (and into the channels of watchers read through C), readers take from it.
+// docs/design.md describes the data path and its costs.
+//
+// # Shutdown
+//
+// [Broadcaster.Shutdown] makes Publish, TryPublish and Watch return
+// [ErrClosed] from its start. Every value whose Publish returned nil stays
+// queued; a Publish still waiting for a full Block watcher may complete
+// until Shutdown's ctx ends, and is then given up (counted as dropped).
+// Then every watcher ends: C() is closed after its queued values, All()
+// ends after them. Nothing can panic with "send on closed channel": only
+// the broadcaster sends, and it closes a channel only when no send is in
+// flight. Shutdown returns nil, or ctx.Err() if ctx ended first.
+package broadcast
