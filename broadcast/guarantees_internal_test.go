@@ -135,7 +135,8 @@ func TestBarrierAndTotalOrder(t *testing.T) {
 	var mu sync.Mutex
 	type obs struct {
 		w      *Watcher[int]
-		before [pubs]int // last value returned per publisher before Watch
+		before [pubs]int // values returned per publisher before Watch was called
+		after  [pubs]int // values returned per publisher when Watch had returned
 		got    []int
 	}
 	var ws []*obs
@@ -166,6 +167,9 @@ func TestBarrierAndTotalOrder(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		mu.Lock()
+		o.after = last
+		mu.Unlock()
 		o.w = w
 		ws = append(ws, o)
 		rwg.Add(1)
@@ -205,8 +209,14 @@ func TestBarrierAndTotalOrder(t *testing.T) {
 			seen[v] = true
 		}
 		for p := range pubs {
-			if prev[p] != per-1 && o.before[p] < per {
-				t.Fatalf("watcher %d: publisher %d ends at %d", k, p, prev[p])
+			// Values from index after+1 on were published entirely after
+			// Watch returned: all of them must be there (contiguity was
+			// checked above), so the stream must reach the last one.
+			if o.after[p]+1 < per && prev[p] != per-1 {
+				t.Fatalf("watcher %d: publisher %d ends at %d, want %d", k, p, prev[p], per-1)
+			}
+			if o.after[p]+1 < per && !seen[p*per+o.after[p]+1] {
+				t.Fatalf("watcher %d: missing value %d of publisher %d published after Watch returned", k, o.after[p]+1, p)
 			}
 		}
 		// same relative order as watcher 0 for common values
