@@ -265,7 +265,6 @@ type waitState struct {
 	start  time.Time
 	now    time.Time
 	giveUp bool
-	err    error
 	timer  *time.Timer
 }
 
