@@ -68,9 +68,10 @@ type Broadcaster[T any] struct {
 	abort    chan struct{} // closed when Shutdown's ctx ends: waits give up
 	roomCh   chan struct{} // cap 1: a waiting publisher should re-check
 
-	tail    atomic.Uint64           // next sequence number to publish
-	ring    atomic.Pointer[ring[T]] // nil until the first watcher
-	dropped atomic.Uint64
+	nBlockFor atomic.Int32            // registered BlockFor watchers
+	tail      atomic.Uint64           // next sequence number; also the count of values published
+	ring      atomic.Pointer[ring[T]] // nil until the first watcher
+	dropped   atomic.Uint64
 
 	// pmu guards parked: ring watchers whose reader is waiting for a value.
 	// Publishers wake only those, and only when nParked says there are any.
@@ -134,17 +135,23 @@ func (b *Broadcaster[T]) TryPublish(v T) (bool, error) {
 }
 
 func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, error) {
+	var w8 waitState
+	if b.nBlockFor.Load() > 0 {
+		// BlockFor waits are measured from the call, also when this publish
+		// first waits for its turn behind another one.
+		w8.start = time.Now()
+	}
 	b.mu.Lock()
 	// Take the turn: only one publisher waits at a time, so the order of
 	// commits is the order every watcher sees.
 	for b.busy {
-		if try {
-			b.mu.Unlock()
-			return false, nil
-		}
 		if b.closed {
 			b.mu.Unlock()
 			return false, ErrClosed
+		}
+		if try {
+			b.mu.Unlock()
+			return false, nil
 		}
 		if b.turn == nil {
 			b.turn = make(chan struct{})
@@ -167,10 +174,12 @@ func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, erro
 
 	s := b.tail.Load()
 	var (
-		w8     waitState
 		result error
 		spins  int
 	)
+	if !w8.start.IsZero() {
+		w8.now = time.Now()
+	}
 
 	// Phase 1, before the commit: a full Block watcher read through All gets
 	// nothing until it has room, so v stays invisible while we wait.
@@ -459,6 +468,9 @@ func (b *Broadcaster[T]) watch(prefix []T, opts []Option) (*Watcher[T], error) {
 	w.index = len(b.ringW)
 	b.ringW = append(b.ringW, w)
 	b.nWatchers++
+	if w.policy.kind == kindBlockFor {
+		b.nBlockFor.Add(1)
+	}
 	b.attn = min(b.attn, w.attnSeq(b.ringSize()))
 	b.mu.Unlock()
 	return w, nil
@@ -482,6 +494,9 @@ func (b *Broadcaster[T]) remove(w *Watcher[T]) {
 	*list = l[:last]
 	w.index = -1
 	b.nWatchers--
+	if w.policy.kind == kindBlockFor {
+		b.nBlockFor.Add(-1)
+	}
 }
 
 // Stats returns a snapshot of the broadcaster's counters.
@@ -510,6 +525,11 @@ func (b *Broadcaster[T]) Shutdown(ctx context.Context) error {
 	if b.shutting {
 		done := b.shutDone
 		b.mu.Unlock()
+		select {
+		case <-done:
+			return nil
+		default:
+		}
 		select {
 		case <-done:
 			return nil
@@ -551,6 +571,7 @@ func (b *Broadcaster[T]) Shutdown(ctx context.Context) error {
 	clear(b.ringW)
 	clear(b.chanW)
 	b.ringW, b.chanW, b.nWatchers = nil, nil, 0
+	b.nBlockFor.Store(0)
 	close(b.shutDone)
 	b.mu.Unlock()
 	return err

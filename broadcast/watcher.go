@@ -499,6 +499,10 @@ func (w *Watcher[T]) giveBack(rest []T, nPrefix int) {
 	if len(rest) == 0 {
 		return
 	}
+	// b.mu too: if C was called meanwhile, the values go into the channel,
+	// whose send state publishers change under b.mu.
+	w.b.mu.Lock()
+	defer w.b.mu.Unlock()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.inHand.Add(-int64(len(rest) - nPrefix))
@@ -507,8 +511,7 @@ func (w *Watcher[T]) giveBack(rest []T, nPrefix int) {
 		return
 	}
 	if w.ch != nil {
-		// C was called while the batch was out; the channel may be closed
-		// by now (after Shutdown). Those values are lost to this reader.
+		w.prependToChanLocked(rest, nPrefix)
 		clear(rest)
 		return
 	}
@@ -518,6 +521,42 @@ func (w *Watcher[T]) giveBack(rest []T, nPrefix int) {
 	clear(rest)
 	w.pendLen.Store(int64(w.pend.len()))
 	w.prefixLeft.Add(int64(nPrefix))
+}
+
+// prependToChanLocked puts vs, older than everything in ch, in front of
+// ch's values: it takes ch's values out, sends vs, and puts them back. They
+// fit: the watcher's queue never exceeds cap(ch). Called with b.mu and w.mu
+// held. If the channel is already closed (Shutdown ran while the values were
+// out), they cannot be delivered and are counted as dropped.
+func (w *Watcher[T]) prependToChanLocked(vs []T, nPrefix int) {
+	if w.chClosed {
+		for range vs {
+			w.drop()
+		}
+		return
+	}
+	var tmp []T
+	for {
+		select {
+		case v := <-w.ch:
+			tmp = append(tmp, v)
+			continue
+		default:
+		}
+		break
+	}
+	w.sent -= uint64(len(tmp))
+	pin := uint64(0)
+	if w.chPrefix > w.sent {
+		pin = w.chPrefix - w.sent
+	}
+	w.chPrefix = w.sent + uint64(nPrefix) + pin
+	for _, v := range vs {
+		w.sendLocked(v)
+	}
+	for _, v := range tmp {
+		w.sendLocked(v)
+	}
 }
 
 // popBatchLocked appends up to cap(batch) of w's next values to batch, from
