@@ -1,0 +1,383 @@
+package broadcast_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/heraldgo/herald/broadcast"
+	"github.com/heraldgo/herald/internal/testutil"
+)
+
+// FuzzOps runs a random sequence of operations on one Broadcaster[int] from
+// one goroutine, inside a synctest bubble, against a model: each watcher is a
+// queue under its policy. Every step is deterministic, so the model is exact:
+// every value read, every Dropped(), every Stats(), every TryPublish answer
+// and (in virtual time) how long each Publish waits.
+//
+// The input is read three bytes at a time: an operation and two arguments
+// (see the op constants). Values published are 1, 2, 3, ...; prefix values
+// are -1, -2, ...; so a duplicate or a value from before a watcher's Watch
+// shows up as a mismatch.
+func FuzzOps(f *testing.F) {
+	// More seeds live in testdata/fuzz/FuzzOps.
+	f.Add([]byte{opWatch, 0, 1, opBurst, 0, 5, opReadC, 0, 1, opPublish, 0, 0})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		synctest.Test(t, func(t *testing.T) { runOps(t, data) })
+	})
+}
+
+// Operations. Arguments a and c are the two bytes after the operation byte.
+const (
+	opWatch           = iota // policy a%4 (BlockFor's d by a/4), queue length c%8+1
+	opWatchWithPrefix        // as opWatch, prefix length c/8%5
+	opPublish                // Publish; TryPublish (refused) when a Block watcher is full
+	opTryPublish             // TryPublish
+	opPublishContext         // PublishContext with a 1s deadline: may end on a full Block watcher
+	opReadC                  // read min(c%8+1, held) values of watcher a through C()
+	opReadAll                // the same through All()
+	opStop                   // Stop watcher a
+	opPublishCanceled        // PublishContext with a canceled ctx: publishes nothing
+	opBurst                  // c%16 times opPublish
+	numOps
+)
+
+const (
+	maxOps      = 300
+	maxWatchers = 12
+	ctxTimeout  = time.Second // longer than every BlockFor wait below
+)
+
+var blockForWaits = []time.Duration{time.Millisecond, 3 * time.Millisecond, 7 * time.Millisecond}
+
+// fzWatcher is one watcher and its model.
+type fzWatcher struct {
+	name       string
+	w          *broadcast.Watcher[int]
+	kind       int // 0 Drop, 1 DropOldest, 2 Block, 3 BlockFor
+	wait       time.Duration
+	qlen       int
+	noC        bool  // Block/BlockFor with a prefix: see fzModel.read
+	queue      []int // values held, oldest first; the first prefixLeft are the prefix
+	prefixLeft int
+	dropped    uint64
+	stopped    bool
+	cClosed    bool // stopped, and C() was seen closed
+}
+
+func (m *fzWatcher) full() bool  { return len(m.queue)-m.prefixLeft >= m.qlen }
+func (m *fzWatcher) waits() bool { return m.kind >= 2 }
+
+type fzModel struct {
+	t          *testing.T
+	b          *broadcast.Broadcaster[int]
+	ws         []*fzWatcher
+	next       int // last value published or attempted
+	nextPrefix int
+	published  uint64
+	shut       bool // Shutdown has returned: no watcher is registered
+	step       int
+}
+
+func runOps(t *testing.T, data []byte) {
+	m := &fzModel{t: t, b: newB(t)}
+	if len(data) > 3*maxOps {
+		data = data[:3*maxOps]
+	}
+	arg := func(i int) byte {
+		if i < len(data) {
+			return data[i]
+		}
+		return 0
+	}
+	for i := 0; i < len(data); i += 3 {
+		m.step = i / 3
+		op, a, c := data[i]%numOps, arg(i+1), arg(i+2)
+		switch op {
+		case opWatch:
+			m.watch(a, c, 0)
+		case opWatchWithPrefix:
+			m.watch(a, c, int(c/8)%5)
+		case opPublish:
+			m.publish()
+		case opTryPublish:
+			m.tryPublish()
+		case opPublishContext:
+			m.publishContext()
+		case opReadC, opReadAll:
+			m.read(a, int(c%8)+1, op == opReadC)
+		case opStop:
+			if len(m.ws) > 0 {
+				w := m.ws[int(a)%len(m.ws)]
+				w.w.Stop()
+				w.stopped = true
+			}
+		case opPublishCanceled:
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			m.next++
+			if err := m.b.PublishContext(ctx, m.next); !errors.Is(err, context.Canceled) {
+				m.fatalf("PublishContext(canceled, %d) = %v, want context.Canceled", m.next, err)
+			}
+		case opBurst:
+			for range int(c % 16) {
+				m.publish()
+			}
+		}
+		m.check()
+	}
+	m.finish()
+}
+
+func (m *fzModel) fatalf(format string, args ...any) {
+	m.t.Helper()
+	m.t.Fatalf("step %d: %s", m.step, fmt.Sprintf(format, args...))
+}
+
+func (m *fzModel) watch(a, c byte, prefixLen int) {
+	if len(m.ws) >= maxWatchers {
+		return
+	}
+	w := &fzWatcher{kind: int(a % 4), qlen: int(c%8) + 1}
+	var p broadcast.Policy
+	switch w.kind {
+	case 0:
+		p = broadcast.Drop
+	case 1:
+		p = broadcast.DropOldest
+	case 2:
+		p = broadcast.Block
+	case 3:
+		w.wait = blockForWaits[int(a/4)%len(blockForWaits)]
+		p = broadcast.BlockFor(w.wait)
+	}
+	w.name = fmt.Sprintf("watcher %d (%v, length %d, prefix %d)", len(m.ws), p, w.qlen, prefixLen)
+	var err error
+	if prefixLen == 0 && c%2 == 0 {
+		w.w, err = m.b.Watch(with(p, w.qlen)...)
+	} else {
+		var prefix []int
+		for range prefixLen {
+			m.nextPrefix--
+			prefix = append(prefix, m.nextPrefix)
+		}
+		w.w, err = m.b.WatchWithPrefix(prefix, with(p, w.qlen)...)
+		w.queue, w.prefixLeft = slices.Clone(prefix), prefixLen
+		w.noC = w.waits() && prefixLen > 0
+	}
+	if err != nil {
+		m.fatalf("Watch: %v", err)
+	}
+	m.ws = append(m.ws, w)
+}
+
+// live returns the watchers not stopped.
+func (m *fzModel) live() []*fzWatcher {
+	var l []*fzWatcher
+	for _, w := range m.ws {
+		if !w.stopped {
+			l = append(l, w)
+		}
+	}
+	return l
+}
+
+// fullWaiters reports whether a full Block watcher exists, and the longest d
+// of the full BlockFor watchers: how long a Publish waits for them.
+func (m *fzModel) fullWaiters() (blockFull bool, wait time.Duration) {
+	for _, w := range m.live() {
+		if w.full() {
+			switch w.kind {
+			case 2:
+				blockFull = true
+			case 3:
+				wait = max(wait, w.wait)
+			}
+		}
+	}
+	return blockFull, wait
+}
+
+// deliver applies a published value to the model. A full Block watcher
+// only drops when a PublishContext gave up on it.
+func (m *fzModel) deliver(v int) {
+	m.published++
+	for _, w := range m.live() {
+		switch {
+		case !w.full():
+			w.queue = append(w.queue, v)
+		case w.kind == 1: // DropOldest: the oldest non-prefix value goes
+			w.queue = append(slices.Delete(w.queue, w.prefixLeft, w.prefixLeft+1), v)
+			w.dropped++
+		default: // Drop, BlockFor after its wait, Block after ctx ended
+			w.dropped++
+		}
+	}
+}
+
+func (m *fzModel) publish() {
+	blockFull, wait := m.fullWaiters()
+	if blockFull { // Publish would wait forever: TryPublish must refuse
+		m.tryPublish()
+		return
+	}
+	m.next++
+	start := time.Now()
+	if err := m.b.Publish(m.next); err != nil {
+		m.fatalf("Publish(%d): %v", m.next, err)
+	}
+	if d := time.Since(start); d != wait {
+		m.fatalf("Publish(%d) took %v, want %v (full BlockFor watchers)", m.next, d, wait)
+	}
+	m.deliver(m.next)
+}
+
+func (m *fzModel) tryPublish() {
+	blockFull, wait := m.fullWaiters()
+	want := !blockFull && wait == 0
+	m.next++
+	start := time.Now()
+	ok, err := m.b.TryPublish(m.next)
+	if ok != want || err != nil {
+		m.fatalf("TryPublish(%d) = (%v, %v), want (%v, nil)", m.next, ok, err, want)
+	}
+	if d := time.Since(start); d != 0 {
+		m.fatalf("TryPublish(%d) took %v", m.next, d)
+	}
+	if ok {
+		m.deliver(m.next)
+	}
+}
+
+func (m *fzModel) publishContext() {
+	blockFull, wait := m.fullWaiters()
+	var wantErr error
+	if blockFull {
+		wantErr, wait = context.DeadlineExceeded, ctxTimeout
+	}
+	m.next++
+	ctx, cancel := context.WithTimeout(context.Background(), ctxTimeout)
+	defer cancel()
+	start := time.Now()
+	if err := m.b.PublishContext(ctx, m.next); !errors.Is(err, wantErr) || (err == nil) != (wantErr == nil) {
+		m.fatalf("PublishContext(%d) = %v, want %v", m.next, err, wantErr)
+	}
+	if d := time.Since(start); d != wait {
+		m.fatalf("PublishContext(%d) took %v, want %v", m.next, d, wait)
+	}
+	m.deliver(m.next)
+}
+
+// read reads up to k values of watcher a through C() or All().
+//
+// A Block or BlockFor watcher with a prefix is never read through C() while
+// it is live: there, once the prefix has been read, the channel may take up
+// to len(prefix) values beyond the queue length (documented), which would
+// make the model's "full" inexact. All() is used instead.
+func (m *fzModel) read(a byte, k int, viaC bool) {
+	if len(m.ws) == 0 {
+		return
+	}
+	w := m.ws[int(a)%len(m.ws)]
+	if !w.stopped {
+		viaC = viaC && !w.noC
+		n := min(k, len(w.queue))
+		var got []int
+		if n > 0 {
+			got = m.take(w, n, viaC)
+		}
+		if !slices.Equal(got, w.queue[:n]) {
+			m.fatalf("%s: read %v, want %v (holding %v)", w.name, got, w.queue[:n], w.queue)
+		}
+		w.queue = w.queue[n:]
+		w.prefixLeft = max(0, w.prefixLeft-n)
+		if viaC && len(w.queue) == 0 {
+			synctest.Wait()
+			select {
+			case v, ok := <-w.w.C():
+				m.fatalf("%s: C() yields %v (open %v) with nothing queued", w.name, v, ok)
+			default:
+			}
+		}
+		return
+	}
+	// Stopped: what C() had buffered may still be readable, in order, then
+	// C() is closed and All() ends.
+	if viaC && w.cClosed {
+		if v, ok := <-w.w.C(); ok {
+			m.fatalf("%s: C() yields %v after it was closed", w.name, v)
+		}
+		return
+	}
+	got := m.take(w, k, viaC)
+	if len(got) > len(w.queue) || !slices.Equal(got, w.queue[:len(got)]) {
+		m.fatalf("%s (stopped): read %v, want a prefix of %v", w.name, got, w.queue)
+	}
+	w.queue = w.queue[len(got):]
+	if viaC && len(got) < k {
+		w.cClosed = true
+		w.queue = nil
+	}
+}
+
+// take reads n values (every value until the end if n < 0).
+func (m *fzModel) take(w *fzWatcher, n int, viaC bool) []int {
+	if viaC {
+		return testutil.Collect(m.t, w.w.C(), n, guard)
+	}
+	return testutil.CollectSeq(m.t, w.w.All(), n, guard)
+}
+
+func (m *fzModel) check() {
+	m.t.Helper()
+	var dropped uint64
+	for _, w := range m.ws {
+		if got := w.w.Dropped(); got != w.dropped {
+			m.fatalf("%s: Dropped() = %d, want %d", w.name, got, w.dropped)
+		}
+		dropped += w.dropped
+	}
+	want := broadcast.Stats{Published: m.published, Dropped: dropped, Watchers: len(m.live())}
+	if m.shut {
+		want.Watchers = 0
+	}
+	if got := m.b.Stats(); got != want {
+		m.fatalf("Stats() = %+v, want %+v", got, want)
+	}
+}
+
+func (m *fzModel) finish() {
+	m.step = -1
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	if err := m.b.Shutdown(ctx); err != nil {
+		m.fatalf("Shutdown: %v", err)
+	}
+	checkClosedErrors(m.t, m.b)
+	if err := m.b.Shutdown(context.Background()); err != nil {
+		m.fatalf("second Shutdown: %v", err)
+	}
+	m.shut = true
+	m.check()
+	for i, w := range m.ws {
+		viaC := i%2 == 0 && !w.cClosed
+		got := m.take(w, -1, viaC)
+		synctest.Wait()
+		closed, rest := isClosedNow(w.w.C())
+		if !closed {
+			m.fatalf("%s: C() is not closed after Shutdown", w.name)
+		}
+		if !w.stopped {
+			if got = append(got, rest...); !slices.Equal(got, w.queue) || rest != nil {
+				m.fatalf("%s: after Shutdown read %v then %v from C(), want %v", w.name, got[:len(got)-len(rest)], rest, w.queue)
+			}
+		} else if got = append(got, rest...); len(got) > len(w.queue) || !slices.Equal(got, w.queue[:len(got)]) {
+			m.fatalf("%s (stopped): after Shutdown read %v, want a prefix of %v", w.name, got, w.queue)
+		}
+	}
+	m.check()
+}
