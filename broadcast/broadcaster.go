@@ -111,8 +111,9 @@ func (b *Broadcaster[T]) Publish(v T) error {
 }
 
 // PublishContext is [Broadcaster.Publish] whose waits for full Block
-// watchers end when ctx does. If ctx is already done, nothing is published
-// and ctx.Err() is returned. If ctx ends while v waits, v still goes to every
+// watchers end when ctx does. If ctx is already done, or ends while this
+// call waits for another Publish to finish (values are committed one at a
+// time, in order), nothing is published and ctx.Err() is returned. If ctx ends while v waits, v still goes to every
 // watcher with room, is dropped (counted in Dropped) for each Block watcher
 // that had none, as [BlockFor] would, and ctx.Err() is returned.
 func (b *Broadcaster[T]) PublishContext(ctx context.Context, v T) error {
@@ -448,7 +449,7 @@ func (b *Broadcaster[T]) WatchWithPrefix(prefix []T, opts ...Option) (*Watcher[T
 func (b *Broadcaster[T]) watch(prefix []T, opts []Option) (*Watcher[T], error) {
 	cfg := b.cfg
 	cfg.apply(opts)
-	w := &Watcher[T]{b: b, queueLen: cfg.queueLen, policy: cfg.policy}
+	w := &Watcher[T]{b: b, queueLen: cfg.queueLen, policy: cfg.policy, prefixLen: len(prefix)}
 	if len(prefix) > 0 {
 		w.pend.init(prefix)
 		w.pendLen.Store(int64(len(prefix)))

@@ -321,26 +321,41 @@ func TestTotalOrder(t *testing.T) {
 	const pubs, per = 4, 250
 	const total = pubs * per
 	c, all := readPaths[0], readPaths[1]
+	prefix := []int{-1, -2, -3}
 	specs := []struct {
 		name     string
 		opts     []broadcast.Option
 		path     readPath
 		lossless bool
+		prefix   []int // WatchWithPrefix if not nil
 	}{
-		{"Block/C", with(broadcast.Block, 4), c, true},
-		{"Block/All", with(broadcast.Block, 1), all, true},
-		{"BlockFor/C", with(broadcast.BlockFor(time.Hour), 2), c, true},
-		{"BlockFor/All", with(broadcast.BlockFor(time.Hour), 3), all, true},
-		{"Drop-roomy/All", with(broadcast.Drop, total), all, true},
-		{"DropOldest-roomy/C", with(broadcast.DropOldest, total), c, true},
-		{"Drop-small/C", with(broadcast.Drop, 3), c, false},
-		{"DropOldest-small/All", with(broadcast.DropOldest, 2), all, false},
+		{"Block/C", with(broadcast.Block, 4), c, true, nil},
+		{"Block/All", with(broadcast.Block, 1), all, true, nil},
+		{"BlockFor/C", with(broadcast.BlockFor(time.Hour), 2), c, true, nil},
+		{"BlockFor/All", with(broadcast.BlockFor(time.Hour), 3), all, true, nil},
+		{"Drop-roomy/All", with(broadcast.Drop, total), all, true, nil},
+		{"DropOldest-roomy/C", with(broadcast.DropOldest, total), c, true, nil},
+		{"Drop-small/C", with(broadcast.Drop, 3), c, false, nil},
+		{"DropOldest-small/All", with(broadcast.DropOldest, 2), all, false, nil},
+		{"Block-prefix/All", with(broadcast.Block, 2), all, true, prefix},
+		{"Block-prefix/C", with(broadcast.Block, 2), c, true, prefix},
+		{"Drop-prefix/C", with(broadcast.Drop, 2), c, false, prefix},
+		{"DropOldest-prefix/C", with(broadcast.DropOldest, 2), c, false, prefix},
+		{"DropOldest-prefix/All", with(broadcast.DropOldest, 1), all, false, prefix},
 	}
 	b := newB(t)
 	ws := make([]*broadcast.Watcher[int], len(specs))
 	results := make([]<-chan []int, len(specs))
 	for i, s := range specs {
-		ws[i] = watch(t, b, s.opts...)
+		if s.prefix != nil {
+			w, err := b.WatchWithPrefix(s.prefix, s.opts...)
+			if err != nil {
+				t.Fatalf("WatchWithPrefix: %v", err)
+			}
+			ws[i] = w
+		} else {
+			ws[i] = watch(t, b, s.opts...)
+		}
 		results[i] = reader(ws[i], s.path, 0)
 	}
 
@@ -373,8 +388,14 @@ func TestTotalOrder(t *testing.T) {
 	shutdown(t, b)
 
 	got := make([][]int, len(specs))
-	for i := range specs {
+	for i, s := range specs {
 		got[i] = <-results[i]
+		if s.prefix != nil {
+			if len(got[i]) < len(s.prefix) || !slices.Equal(got[i][:len(s.prefix)], s.prefix) {
+				t.Fatalf("%s: stream does not start with the whole prefix %v: %v", s.name, s.prefix, got[i][:min(len(got[i]), 10)])
+			}
+			got[i] = got[i][len(s.prefix):]
+		}
 	}
 	ref := got[0]
 	sorted := slices.Clone(ref)
@@ -1459,27 +1480,63 @@ func TestCAndAllTogether(t *testing.T) {
 	})
 
 	// Switching from All() to C() inside the loop, then leaving the loop:
-	// the values All() had not yielded yet must come through C().
+	// the values All() had not yielded yet must come through C(), the prefix
+	// included.
 	for _, pc := range policyCases {
-		t.Run("C() inside an All() loop/"+pc.name, func(t *testing.T) {
+		for _, tc := range []struct {
+			name   string
+			prefix []int
+			qlen   int
+			pub    []int
+		}{
+			{"no prefix", nil, 10, []int{1, 2, 3, 4, 5}},
+			{"prefix", []int{-1, -2, -3, -4, -5}, 1, []int{1}},
+		} {
+			t.Run("C() inside an All() loop/"+pc.name+"/"+tc.name, func(t *testing.T) {
+				b := newB(t)
+				w, err := b.WatchWithPrefix(tc.prefix, with(pc.p, tc.qlen)...)
+				if err != nil {
+					t.Fatalf("WatchWithPrefix: %v", err)
+				}
+				publish(t, b, tc.pub...)
+				var got []int
+				for v := range w.All() {
+					got = append(got, v)
+					w.C()
+					break
+				}
+				shutdown(t, b)
+				got = append(got, testutil.Drain(t, w.C(), guard)...)
+				want := append(slices.Clone(tc.prefix), tc.pub...)
+				if d := diff(want, got); d != "" {
+					t.Errorf("values read (-want +got):\n%s", d)
+				}
+				checkDropped(t, "w", w, 0)
+			})
+		}
+	}
+
+	// The same after Shutdown: a loop that breaks out after Shutdown and
+	// C() ran gives back values that were queued when Shutdown returned;
+	// they must stay readable.
+	for _, pc := range policyCases {
+		t.Run("Shutdown and C() inside an All() loop/"+pc.name, func(t *testing.T) {
 			b := newB(t)
 			w := watch(t, b, with(pc.p, 10)...)
 			publish(t, b, 1, 2, 3, 4, 5)
 			var got []int
 			for v := range w.All() {
 				got = append(got, v)
+				shutdown(t, b)
 				w.C()
 				break
 			}
-			publish(t, b, 6)
-			shutdown(t, b)
 			got = append(got, testutil.Drain(t, w.C(), guard)...)
-			if d := diff(testutil.Seq(1, 7), got); d != "" {
+			got = append(got, testutil.CollectSeq(t, w.All(), -1, guard)...)
+			if d := diff([]int{1, 2, 3, 4, 5}, got); d != "" {
 				t.Errorf("values read (-want +got):\n%s", d)
 			}
-			if n := uint64(len(got)) + w.Dropped(); n != 6 {
-				t.Errorf("received %d + Dropped() %d = %d, want 6 published to it", len(got), w.Dropped(), n)
-			}
+			checkDropped(t, "w", w, 0)
 		})
 	}
 
@@ -1667,6 +1724,40 @@ func TestPublishContext(t *testing.T) {
 			})
 		})
 	}
+
+	// ctx ends while the value waits behind another Publish, which waits for
+	// the same full Block watcher: as documented, the value still goes to
+	// the watchers with room and is counted.
+	t.Run("ends while waiting behind another Publish", func(t *testing.T) {
+		// Values are committed one at a time, in order: a PublishContext
+		// whose ctx ends while another Publish holds the turn publishes
+		// nothing (documented on PublishContext).
+		synctest.Test(t, func(t *testing.T) {
+			b := newB(t)
+			full := watch(t, b, with(broadcast.Block, 1)...)
+			roomy := watch(t, b, with(broadcast.Drop, 5)...)
+			publish(t, b, 1)
+			first := async(func() error { return b.Publish(2) })
+			synctest.Wait()
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			if err := b.PublishContext(ctx, 3); !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("PublishContext = %v, want DeadlineExceeded", err)
+			}
+			if d := diff([]int{1}, testutil.Collect(t, full.C(), 1, guard)); d != "" {
+				t.Fatalf("full watcher (-want +got):\n%s", d)
+			}
+			if err := <-first; err != nil {
+				t.Errorf("Publish(2): %v", err)
+			}
+			shutdown(t, b)
+			if d := diff([]int{1, 2}, testutil.Drain(t, roomy.C(), guard)); d != "" {
+				t.Errorf("watcher with room (-want +got):\n%s", d)
+			}
+			checkStats(t, b, broadcast.Stats{Published: 2, Dropped: 0})
+			checkDropped(t, "full", full, 0)
+		})
+	})
 
 	t.Run("room in time", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {

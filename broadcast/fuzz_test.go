@@ -43,6 +43,7 @@ const (
 	opStop                   // Stop watcher a
 	opPublishCanceled        // PublishContext with a canceled ctx: publishes nothing
 	opBurst                  // c%16 times opPublish
+	opReadAllThenC           // as opReadAll, calling C() in the loop before breaking out
 	numOps
 )
 
@@ -110,6 +111,8 @@ func runOps(t *testing.T, data []byte) {
 			m.publishContext()
 		case opReadC, opReadAll:
 			m.read(a, int(c%8)+1, op == opReadC)
+		case opReadAllThenC:
+			m.readAllThenC(a, int(c%8)+1)
 		case opStop:
 			if len(m.ws) > 0 {
 				w := m.ws[int(a)%len(m.ws)]
@@ -322,6 +325,34 @@ func (m *fzModel) read(a byte, k int, viaC bool) {
 		w.cClosed = true
 		w.queue = nil
 	}
+}
+
+// readAllThenC reads up to k values of a live watcher a through All(),
+// calling C() inside the loop just before it breaks out: the values All()
+// had taken but not yielded must stay queued, in order.
+func (m *fzModel) readAllThenC(a byte, k int) {
+	if len(m.ws) == 0 {
+		return
+	}
+	w := m.ws[int(a)%len(m.ws)]
+	n := min(k, len(w.queue))
+	if w.stopped || w.noC || n == 0 {
+		m.read(a, k, false)
+		return
+	}
+	var got []int
+	for v := range w.w.All() {
+		got = append(got, v)
+		if len(got) == n {
+			w.w.C()
+			break
+		}
+	}
+	if !slices.Equal(got, w.queue[:n]) {
+		m.fatalf("%s: read %v, want %v (holding %v)", w.name, got, w.queue[:n], w.queue)
+	}
+	w.queue = w.queue[n:]
+	w.prefixLeft = max(0, w.prefixLeft-n)
 }
 
 // take reads n values (every value until the end if n < 0).

@@ -15,9 +15,10 @@ import (
 // watcher nobody reads and nobody stops holds its queue (and, under Block,
 // makes publishers wait) until the broadcaster shuts down.
 type Watcher[T any] struct {
-	b        *Broadcaster[T]
-	queueLen int
-	policy   Policy
+	b         *Broadcaster[T]
+	queueLen  int
+	policy    Policy
+	prefixLen int // len(prefix) of WatchWithPrefix
 
 	// Read without mu by publishers deciding whether w needs attention;
 	// written under mu.
@@ -35,6 +36,7 @@ type Watcher[T any] struct {
 	mu         sync.Mutex
 	pend       deque[T] // values taken out of the ring (or the prefix), in order
 	ended      bool     // Shutdown: readers drain what is queued, then end
+	batchesOut int      // All loops holding a batch; C's channel closes after the last returns
 	wake       chan struct{}
 	done       chan struct{} // closed when w ends (stopped or shut down)
 	doneClosed bool
@@ -331,11 +333,13 @@ func (w *Watcher[T]) C() <-chan T {
 		return w.ch
 	}
 	prefix := int(w.prefixLeft.Load())
-	n := prefix + w.queuedLocked(b.tail.Load())
 	if w.ended {
-		w.ch = make(chan T, n)
+		// Room for what is queued, values All loops hold included.
+		w.ch = make(chan T, w.prefixLen+w.queuedLocked(b.tail.Load()))
 	} else {
-		w.ch = make(chan T, prefix+w.queueLen)
+		// Room for the whole queue plus the whole prefix: an All loop may
+		// hold prefix values and give them back.
+		w.ch = make(chan T, w.prefixLen+w.queueLen)
 		w.stopCh = make(chan struct{})
 	}
 	w.chPrefix = uint64(prefix)
@@ -353,8 +357,10 @@ func (w *Watcher[T]) C() <-chan T {
 	w.pendLen.Store(0)
 	w.prefixLeft.Store(0)
 	if w.ended {
-		close(w.ch)
-		w.chClosed = true
+		if w.batchesOut == 0 {
+			close(w.ch)
+			w.chClosed = true
+		}
 		return w.ch
 	}
 	// Move w from the ring list to the channel list.
@@ -426,9 +432,15 @@ func (w *Watcher[T]) All() iter.Seq[T] {
 				batch, nPrefix = w.popBatchLocked(batch[:0])
 				if len(batch) > 0 {
 					w.inHand.Add(int64(len(batch) - nPrefix))
+					w.batchesOut++
 					w.mu.Unlock()
 					spins = 0
-					if !w.yieldBatch(batch, nPrefix, yield) {
+					more := w.yieldBatch(batch, nPrefix, yield)
+					w.mu.Lock()
+					w.batchesOut--
+					w.closeEndedChanLocked()
+					w.mu.Unlock()
+					if !more {
 						return
 					}
 					continue
@@ -491,6 +503,15 @@ func (w *Watcher[T]) yieldBatch(batch []T, nPrefix int, yield func(T) bool) bool
 		}
 	}
 	return true
+}
+
+// closeEndedChanLocked closes the channel that C made after Shutdown once no
+// All loop holds a batch that may still go into it.
+func (w *Watcher[T]) closeEndedChanLocked() {
+	if w.ended && w.ch != nil && !w.chClosed && w.batchesOut == 0 {
+		close(w.ch)
+		w.chClosed = true
+	}
 }
 
 // giveBack puts values an All loop took but did not yield back at the front
@@ -655,7 +676,7 @@ func (w *Watcher[T]) Stop() {
 // held.
 func (w *Watcher[T]) end() {
 	w.ended = true
-	if w.ch != nil && !w.chClosed {
+	if w.ch != nil && !w.chClosed && w.batchesOut == 0 {
 		close(w.ch)
 		w.chClosed = true
 	}
