@@ -6,7 +6,7 @@ BENCHTIME ?= 1s
 BENCHCOUNT ?= 6
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all test vet race tidy-check bench bench-compare bench-smoke fuzz cover lint demo soak
+.PHONY: all test vet race tidy-check bench bench-compare bench-smoke fuzz cover lint demo
 
 all: test
 
@@ -48,3 +48,11 @@ lint: vet
 ## demo: the quick start program
 demo:
 	$(GO) run ./examples/quickstart
+
+## bench-compare: herald against Kubernetes side by side (bench/ module), table + chart into docs/
+bench-compare:
+	cd bench && $(GO) run ./cmd/compare
+
+## bench-smoke: the same harness once with -benchtime 1x, so it cannot rot (CI)
+bench-smoke:
+	cd bench && $(GO) run ./cmd/compare -smoke

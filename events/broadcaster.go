@@ -1,0 +1,414 @@
+package events
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/heraldgo/herald/broadcast"
+)
+
+// Defaults of the [Broadcaster]'s options, those of client-go.
+const (
+	DefaultMaxTries    = 12
+	DefaultRetrySleep  = 10 * time.Second
+	DefaultQueueLength = 1000
+)
+
+// Option configures a [Broadcaster]; see [NewBroadcaster].
+type Option interface{ apply(*config) }
+
+type config struct {
+	corr     CorrelatorOptions
+	maxTries int
+	sleep    time.Duration
+	queueLen int
+	logger   *slog.Logger
+}
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+// WithCorrelatorOptions sets the options of the [Correlator] that each
+// [Broadcaster.StartRecordingToSink] makes for its sink. Invalid options
+// panic in NewBroadcaster, as in [NewCorrelator].
+func WithCorrelatorOptions(o CorrelatorOptions) Option {
+	return optionFunc(func(c *config) { c.corr = o })
+}
+
+// WithRetry sets how often a sink write is tried (maxTries, default 12) and
+// how long the worker sleeps between tries (default 10s). The first sleep is
+// a random fraction of sleep, so that many processes whose sink went down
+// together do not retry in step. maxTries < 1 or sleep < 0 panics.
+func WithRetry(maxTries int, sleep time.Duration) Option {
+	if maxTries < 1 {
+		panic("events: WithRetry: maxTries must be at least 1")
+	}
+	if sleep < 0 {
+		panic("events: WithRetry: sleep must not be negative")
+	}
+	return optionFunc(func(c *config) { c.maxTries, c.sleep = maxTries, sleep })
+}
+
+// WithQueueLength sets how many events may wait for each watcher or sink
+// (default 1000). When a watcher's queue is full, a Recorder drops the event
+// for that watcher, counts it in [Stats].Dropped and reports it. n < 1
+// panics.
+func WithQueueLength(n int) Option {
+	if n < 1 {
+		panic("events: WithQueueLength: n must be at least 1")
+	}
+	return optionFunc(func(c *config) { c.queueLen = n })
+}
+
+// WithLogger sets where the broadcaster reports its own failures: dropped,
+// invalid, skipped, aggregated and unwritten events, sink errors. nil, and the
+// default, mean slog.Default() at the time of each report.
+func WithLogger(l *slog.Logger) Option {
+	return optionFunc(func(c *config) { c.logger = l })
+}
+
+// Stopper stops one watcher or sink started on a [Broadcaster].
+type Stopper interface{ Stop() }
+
+// Stats is a snapshot of a [Broadcaster]'s counters. Counts for sinks and
+// watchers are summed over all of them, stopped ones included.
+type Stats struct {
+	// Recorded is the number of events Recorders accepted.
+	Recorded uint64
+	// Invalid is the number of events not recorded because their Type was
+	// neither Normal nor Warning.
+	Invalid uint64
+	// Dropped is the number of events lost before a watcher or sink saw
+	// them: one per full queue an event did not fit in, plus the events
+	// recorded once Shutdown had begun.
+	Dropped uint64
+	// Skipped is the number of events the spam filter kept from a sink.
+	Skipped uint64
+	// Aggregated is the number of events written as part of an aggregate
+	// event.
+	Aggregated uint64
+	// Written is the number of events a sink stored (ErrAlreadyExists
+	// included).
+	Written uint64
+	// Failed is the number of events a sink did not store: rejected, out of
+	// tries, or given up when their recording was stopped; and the events
+	// whose handler panicked.
+	Failed uint64
+	// Abandoned is the number of events still queued, or being retried,
+	// when Shutdown's ctx ended.
+	Abandoned uint64
+	// Handled is the number of events given to the handlers of
+	// StartEventWatcher, StartLogging and StartStructuredLogging.
+	Handled uint64
+}
+
+// Broadcaster receives events from its Recorders and fans them out, through
+// a [broadcast.Broadcaster], to the watchers and sinks started on it, each
+// with its own queue and goroutine. Create one with [NewBroadcaster]; all
+// methods are safe for concurrent use. See the package documentation for its
+// guarantees.
+type Broadcaster struct {
+	cfg config
+	now func() time.Time
+	bc  *broadcast.Broadcaster[*Event]
+	rep reporter
+
+	// ctx is the parent of every worker's context; cancel is called when
+	// Shutdown gives up waiting, and when it is done.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	closed atomic.Bool // Shutdown began; set under mu
+
+	// mu guards the fields below. It is never held while calling a sink, a
+	// handler or the broadcast package's Shutdown.
+	mu      sync.Mutex
+	workers []*worker     // every worker ever started, for Stats
+	active  int           // workers whose goroutine has not exited
+	allDone chan struct{} // closed when closed is set and active is 0
+
+	// live is a copy-on-write snapshot of the workers not stopped, which
+	// Recorders read without locking to notice drops.
+	live atomic.Pointer[[]*worker]
+
+	shutOnce sync.Once
+	shutDone chan struct{} // closed when the first Shutdown returns
+
+	recorded, invalid, droppedClosed  atomic.Uint64
+	skipped, aggregated, written      atomic.Uint64
+	failed, abandoned, handled, nextN atomic.Uint64
+	lastNanos                         atomic.Int64 // see uniqueNanos
+}
+
+// NewBroadcaster returns a Broadcaster with the given options. It starts no
+// goroutine; each Start method starts one, which Shutdown ends.
+func NewBroadcaster(opts ...Option) *Broadcaster {
+	cfg := config{maxTries: DefaultMaxTries, sleep: DefaultRetrySleep, queueLen: DefaultQueueLength}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	_ = NewCorrelator(cfg.corr) // panics now, not in StartRecordingToSink
+	b := &Broadcaster{
+		cfg:      cfg,
+		now:      cfg.corr.Now,
+		allDone:  make(chan struct{}),
+		shutDone: make(chan struct{}),
+		bc: broadcast.New[*Event](
+			broadcast.WithQueueLength(cfg.queueLen),
+			broadcast.WithPolicy(broadcast.Drop),
+		),
+	}
+	if b.now == nil {
+		b.now = time.Now
+	}
+	b.rep.logger = cfg.logger
+	b.ctx, b.cancel = context.WithCancel(context.Background())
+	b.live.Store(new([]*worker))
+	return b
+}
+
+// NewRecorder returns a Recorder that records events from source on b. It
+// sets each event's ReportingController and ReportingInstance to source's
+// Component and Host.
+func (b *Broadcaster) NewRecorder(source Source) Recorder {
+	return &recorder{b: b, source: source}
+}
+
+// StartEventWatcher calls handler, from one goroutine, with a copy of every
+// event recorded from now on, in order. The copy is handler's own: it may
+// keep or change it. A handler that panics is reported and counted in
+// [Stats].Failed, and the watcher goes on. After Shutdown has begun it
+// returns an error wrapping [broadcast.ErrClosed]. A nil handler panics.
+func (b *Broadcaster) StartEventWatcher(handler func(*Event)) (Stopper, error) {
+	if handler == nil {
+		panic("events: StartEventWatcher: nil handler")
+	}
+	return b.start("StartEventWatcher", "event watcher", func(wk *worker, e *Event) {
+		wk.handle(func() { handler(e.Clone()) })
+	})
+}
+
+// StartLogging writes every event recorded from now on to logf, from one
+// goroutine, in client-go's format. After Shutdown has begun it returns an
+// error wrapping [broadcast.ErrClosed]. A nil logf panics.
+func (b *Broadcaster) StartLogging(logf func(format string, args ...any)) (Stopper, error) {
+	if logf == nil {
+		panic("events: StartLogging: nil logf")
+	}
+	return b.start("StartLogging", "log", func(wk *worker, e *Event) {
+		wk.handle(func() {
+			logf("Event(%#v): type: '%v' reason: '%v' %v", e.InvolvedObject, e.Type, e.Reason, e.Message)
+		})
+	})
+}
+
+// StartStructuredLogging writes every event recorded from now on to logger
+// at level, from one goroutine, as the record "Event occurred" with the
+// attributes object ("namespace/name"), fieldPath, kind, apiVersion, type,
+// reason and message. A nil logger means the broadcaster's (see
+// [WithLogger]). After Shutdown has begun it returns an error wrapping
+// [broadcast.ErrClosed].
+func (b *Broadcaster) StartStructuredLogging(logger *slog.Logger, level slog.Level) (Stopper, error) {
+	return b.start("StartStructuredLogging", "structured log", func(wk *worker, e *Event) {
+		l := logger
+		if l == nil {
+			l = b.rep.log()
+		}
+		wk.handle(func() {
+			if !l.Enabled(wk.ctx, level) {
+				return
+			}
+			o := &e.InvolvedObject
+			l.LogAttrs(wk.ctx, level, "Event occurred",
+				slog.String("object", objectName(o)),
+				slog.String("fieldPath", o.FieldPath),
+				slog.String("kind", o.Kind),
+				slog.String("apiVersion", o.APIVersion),
+				slog.String("type", e.Type),
+				slog.String("reason", e.Reason),
+				slog.String("message", e.Message))
+		})
+	})
+}
+
+// StartRecordingToSink writes every event recorded from now on to sink,
+// after a [Correlator] of its own (see [WithCorrelatorOptions]) has
+// de-duplicated, aggregated and spam-filtered them. One goroutine writes, in
+// order, with retries (see [WithRetry] and [Sink] for which errors are
+// retried). After Shutdown has begun it returns an error wrapping
+// [broadcast.ErrClosed]. A nil sink panics.
+func (b *Broadcaster) StartRecordingToSink(sink Sink) (Stopper, error) {
+	if sink == nil {
+		panic("events: StartRecordingToSink: nil sink")
+	}
+	corr := NewCorrelator(b.cfg.corr)
+	return b.start("StartRecordingToSink", fmt.Sprintf("sink %T", sink), func(wk *worker, e *Event) {
+		wk.recordToSink(sink, corr, e)
+	})
+}
+
+// nopStopper is what a failed Start returns, so that a caller who ignores
+// the error can still call Stop.
+type nopStopper struct{}
+
+func (nopStopper) Stop() {}
+
+func (b *Broadcaster) start(method, kind string, process func(*worker, *Event)) (Stopper, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed.Load() {
+		return nopStopper{}, fmt.Errorf("events: %s: %w", method, broadcast.ErrClosed)
+	}
+	w, err := b.bc.Watch()
+	if err != nil {
+		return nopStopper{}, fmt.Errorf("events: %s: %w", method, err)
+	}
+	wk := &worker{b: b, w: w, process: process}
+	wk.name = fmt.Sprintf("%s #%d", kind, b.nextN.Add(1))
+	wk.ctx, wk.cancel = context.WithCancel(b.ctx)
+	b.workers = append(b.workers, wk)
+	b.active++
+	b.publishLive()
+	go wk.run()
+	return wk, nil
+}
+
+// publishLive stores the snapshot of the workers not stopped. Caller holds
+// b.mu.
+func (b *Broadcaster) publishLive() {
+	live := make([]*worker, 0, len(b.workers))
+	for _, wk := range b.workers {
+		if !wk.stopped.Load() {
+			live = append(live, wk)
+		}
+	}
+	b.live.Store(&live)
+}
+
+// workerExited is called by each worker's goroutine as it returns.
+func (b *Broadcaster) workerExited() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.active--
+	if b.active == 0 && b.closed.Load() {
+		close(b.allDone)
+	}
+}
+
+// noticeDrops reports the drops of full queues that happened since the last
+// look. Recorders call it after each publish: a drop happens inside it.
+func (b *Broadcaster) noticeDrops(e *Event) {
+	for _, wk := range *b.live.Load() {
+		d := wk.w.Dropped()
+		for {
+			seen := wk.seenDropped.Load()
+			if d <= seen {
+				break
+			}
+			if wk.seenDropped.CompareAndSwap(seen, d) {
+				b.rep.add(causeQueueFull, d-seen, e, nil, slog.String("to", wk.name), slog.Int("queueLength", b.cfg.queueLen))
+				break
+			}
+		}
+	}
+}
+
+// Stats returns a snapshot of b's counters.
+func (b *Broadcaster) Stats() Stats {
+	s := Stats{
+		Recorded:   b.recorded.Load(),
+		Invalid:    b.invalid.Load(),
+		Dropped:    b.droppedClosed.Load(),
+		Skipped:    b.skipped.Load(),
+		Aggregated: b.aggregated.Load(),
+		Written:    b.written.Load(),
+		Failed:     b.failed.Load(),
+		Abandoned:  b.abandoned.Load(),
+		Handled:    b.handled.Load(),
+	}
+	b.mu.Lock()
+	for _, wk := range b.workers {
+		s.Dropped += wk.w.Dropped()
+	}
+	b.mu.Unlock()
+	return s
+}
+
+// Shutdown stops b. From its start, Recorders drop (count and report) what
+// they are given, and the Start methods return an error wrapping
+// [broadcast.ErrClosed]. Every event recorded before it is still delivered:
+// each started sink writes its queue, with its retries, and each watcher
+// handles its queue. Then every goroutine of b has exited and Shutdown
+// returns nil.
+//
+// If ctx ends first, Shutdown returns ctx.Err() at once, even when a sink
+// ignores its context: the sinks' contexts are canceled, retries stop, the
+// events not written are counted in [Stats].Abandoned and reported, and a
+// worker still inside a sink call or handler exits as soon as that call
+// returns. Calls after the first wait for it and return nil (or their own
+// ctx.Err()). A nil ctx means context.Background().
+func (b *Broadcaster) Shutdown(ctx context.Context) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	first := false
+	b.shutOnce.Do(func() { first = true })
+	if !first {
+		select {
+		case <-b.shutDone:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	defer close(b.shutDone)
+
+	b.mu.Lock()
+	b.closed.Store(true)
+	if b.active == 0 {
+		close(b.allDone)
+	}
+	b.mu.Unlock()
+
+	// Every event whose publish returned is now queued for its watchers;
+	// the watchers end once their queues are read.
+	if err := b.bc.Shutdown(ctx); err == nil {
+		select {
+		case <-b.allDone:
+			b.cancel()
+			b.rep.flush()
+			return nil
+		case <-ctx.Done():
+		}
+	}
+	if ctx.Err() == nil {
+		// The broadcast package failed for another reason than ctx (it
+		// cannot today); give up as if ctx had ended.
+		b.cancel()
+		return fmt.Errorf("events: Shutdown: %w", context.Canceled)
+	}
+	b.cancel()
+	b.mu.Lock()
+	running := b.active
+	b.mu.Unlock()
+	b.rep.log().LogAttrs(context.Background(), slog.LevelError,
+		"events: Shutdown gave up waiting; events not yet written are abandoned and counted in Stats().Abandoned",
+		slog.Any("err", ctx.Err()), slog.Int("workersRunning", running))
+	b.rep.flush()
+	return ctx.Err()
+}
+
+// objectName is "namespace/name", or "name" without a namespace.
+func objectName(o *ObjectReference) string {
+	if o.Namespace == "" {
+		return o.Name
+	}
+	return o.Namespace + "/" + o.Name
+}

@@ -1,0 +1,106 @@
+// Package events records Kubernetes-style events about objects and delivers
+// them, correlated, to sinks, logs and handlers: client-go's
+// tools/record pipeline (record → correlate → write with retries) with no
+// Kubernetes dependency, on top of package
+// [github.com/heraldgo/herald/broadcast].
+//
+// # Usage
+//
+// A [Broadcaster] owns the pipeline. Start what should receive events, hand
+// out a [Recorder] per reporting component, and shut down before exiting:
+//
+//	b := events.NewBroadcaster(events.WithLogger(logger))
+//	b.StartRecordingToSink(apiServerSink)          // correlated, retried
+//	b.StartStructuredLogging(logger, slog.LevelDebug)
+//	rec := b.NewRecorder(events.Source{Component: "my-controller", Host: host})
+//
+//	rec.Eventf(ref, events.Warning, "BackOff", "restarting container %s", name)
+//
+//	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+//	defer cancel()
+//	b.Shutdown(ctx) // writes what was recorded, then stops
+//
+// Each [Broadcaster.StartRecordingToSink] gets its own [Correlator], which
+// decides per event, with client-go's defaults (see [CorrelatorOptions]):
+//
+//   - de-duplication: an event seen before is written as a [Patch] of the
+//     first occurrence, with Count 2, 3, …, the first's Name and
+//     FirstTimestamp, and the newest LastTimestamp;
+//   - aggregation: events that differ only in message are similar; the
+//     MaxEvents-th (10th) distinct message within MaxInterval (10 minutes),
+//     and every similar event after it until the group is quiet for
+//     MaxInterval, become one aggregate event whose message starts with
+//     [AggregatePrefix] and whose count grows;
+//   - spam filter: a token bucket per source, object and type lets
+//     BurstSize (25) events through, then one per 1/QPS (5 minutes).
+//
+// Set [CorrelatorOptions.BurstSize] or [CorrelatorOptions.MaxEvents] to
+// [Disable] to turn a stage off, and KeyFunc, MessageFunc or SpamKeyFunc to
+// change how events are grouped. The default keys are comparable structs,
+// so distinct events never share a key (client-go joins the fields with no
+// separator). Package [github.com/heraldgo/herald/events/eventstest] has a
+// FakeRecorder and a FakeSink for tests.
+//
+// # Guarantees
+//
+//  1. The same event recorded again reaches the sink as a Patch with Count
+//     2, 3, …, the first event's Name and FirstTimestamp, and the newest
+//     LastTimestamp.
+//  2. Aggregation is deterministic: after the MaxEvents-th distinct message
+//     every similar event is aggregated, repeats included, until MaxInterval
+//     passes with no similar event. (client-go forgets a random message at
+//     that point and lets some repeats through as plain events.)
+//  3. The spam filter lets BurstSize events per source+object through, then
+//     one per 1/QPS.
+//  4. [ErrNotFound] from Patch falls back to Create; [ErrAlreadyExists] and
+//     [ErrRejected] are not retried; other errors are retried up to the
+//     [WithRetry] tries, the first sleep jittered.
+//  5. A Recorder never blocks its caller and never panics, also after
+//     Shutdown; Start methods after Shutdown return an error wrapping
+//     [broadcast.ErrClosed]; an event whose Type is neither [Normal] nor
+//     [Warning] is not recorded and is reported.
+//  6. Every watcher and sink gets its own copy: a handler that changes an
+//     Event, Annotations included, changes nothing others see.
+//  7. Shutdown flushes (see below).
+//
+// Nothing is lost silently: events dropped at a full queue or after
+// Shutdown, invalid events, events the spam filter skipped or aggregated,
+// and events a sink did not store are counted in [Broadcaster.Stats] and
+// reported to the [WithLogger] logger (slog.Default() otherwise). Reports of
+// one kind are logged at once, then at most once per 10 seconds with the
+// count since the last one, so that a flood of drops does not become a flood
+// of log lines.
+//
+// # Concurrency
+//
+// Recorders, the Broadcaster's methods and a Correlator are safe for
+// concurrent use. A Recorder call that returns has either queued the event
+// for every started watcher and sink that had room (and the event happens
+// before its delivery to them), or dropped, counted and reported it; it
+// never waits for a watcher or sink. Each watcher and sink has its own queue
+// ([WithQueueLength], 1000 by default) and one goroutine, so a slow sink
+// delays only itself: when its queue is full, events are dropped for it
+// alone.
+//
+// A sink is called from its goroutine one event at a time, in recording
+// order (a Patch must follow the Create it patches), never while a lock is
+// held, with retries sleeping on that goroutine: no goroutine is started per
+// event. A handler is called the same way; it may call Stop on its own
+// [Stopper].
+//
+// # Shutdown
+//
+// [Broadcaster.Shutdown](ctx) stops recording: from its start, Recorders
+// drop (count and report) what they are given and the Start methods fail.
+// Every event recorded before Shutdown began reaches every started sink,
+// with its retries, and every watcher; then every goroutine of the
+// broadcaster has exited and Shutdown returns nil. A short-lived process
+// that calls Shutdown before exiting loses none of its last events.
+//
+// If ctx ends first, Shutdown returns ctx.Err() at once, even if a sink
+// ignores its context: the sinks' contexts are canceled, retry sleeps end,
+// the events not written are counted in Stats().Abandoned and reported, and
+// a worker still inside a sink call exits as soon as that call returns.
+// [Stopper.Stop] ends one watcher or sink the same way, discarding what was
+// still queued for it.
+package events

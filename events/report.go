@@ -1,0 +1,114 @@
+package events
+
+import (
+	"context"
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// reportInterval is the least time between two reports of one cause. The
+// first occurrence is reported at once; later ones are summed into the next
+// report, so a flood of drops or skips costs a few log lines, not one per
+// event (logging each would add load exactly when the process is
+// overloaded). Shutdown reports what is left.
+const reportInterval = 10 * time.Second
+
+type cause int
+
+const (
+	causeQueueFull cause = iota
+	causeClosed
+	causeInvalid
+	causeSkipped
+	causeAggregated
+	causeRejected
+	causeRetriesExhausted
+	causeGaveUp
+	nCauses
+)
+
+var causeInfo = [nCauses]struct {
+	level slog.Level
+	msg   string
+}{
+	causeQueueFull:        {slog.LevelWarn, "events: queue full, events dropped (see WithQueueLength)"},
+	causeClosed:           {slog.LevelWarn, "events: event recorded after Shutdown, dropped"},
+	causeInvalid:          {slog.LevelError, "events: event type is neither Normal nor Warning, event not recorded"},
+	causeSkipped:          {slog.LevelInfo, "events: spam filter skipped events (see CorrelatorOptions.BurstSize and QPS)"},
+	causeAggregated:       {slog.LevelInfo, "events: similar events aggregated (see CorrelatorOptions.MaxEvents)"},
+	causeRejected:         {slog.LevelError, "events: sink rejected event, will not retry"},
+	causeRetriesExhausted: {slog.LevelError, "events: unable to write event, retry limit exceeded"},
+	causeGaveUp:           {slog.LevelError, "events: unable to write event, stopped or shut down while retrying"},
+}
+
+// reporter logs counted troubles, at most once per reportInterval per cause.
+// It is lock-free: Recorders call it.
+type reporter struct {
+	logger *slog.Logger // nil: slog.Default()
+	c      [nCauses]struct {
+		pending atomic.Uint64 // occurrences not reported yet
+		next    atomic.Int64  // unix nanos before which no report is due
+	}
+}
+
+func (r *reporter) log() *slog.Logger {
+	if r.logger != nil {
+		return r.logger
+	}
+	return slog.Default()
+}
+
+// add counts n occurrences of c, the latest about e (may be nil) with err
+// (may be nil), and reports them if one is due.
+func (r *reporter) add(c cause, n uint64, e *Event, err error, attrs ...slog.Attr) {
+	s := &r.c[c]
+	s.pending.Add(n)
+	now := time.Now().UnixNano()
+	next := s.next.Load()
+	if now < next || !s.next.CompareAndSwap(next, now+int64(reportInterval)) {
+		return
+	}
+	r.emit(c, s.pending.Swap(0), e, err, attrs)
+}
+
+// flush reports every pending count.
+func (r *reporter) flush() {
+	for c := range nCauses {
+		if n := r.c[c].pending.Swap(0); n > 0 {
+			r.emit(c, n, nil, nil, []slog.Attr{slog.Bool("final", true)})
+		}
+	}
+}
+
+func (r *reporter) emit(c cause, n uint64, e *Event, err error, attrs []slog.Attr) {
+	if n == 0 {
+		return
+	}
+	l := r.log()
+	info := causeInfo[c]
+	if !l.Enabled(context.Background(), info.level) {
+		return
+	}
+	all := make([]slog.Attr, 0, len(attrs)+3)
+	all = append(all, slog.Uint64("count", n))
+	if err != nil {
+		all = append(all, slog.Any("err", err))
+	}
+	if e != nil {
+		all = append(all, eventAttr(e))
+	}
+	all = append(all, attrs...)
+	l.LogAttrs(context.Background(), info.level, info.msg, all...)
+}
+
+// eventAttr describes e in a report.
+func eventAttr(e *Event) slog.Attr {
+	return slog.Group("event",
+		slog.String("object", objectName(&e.InvolvedObject)),
+		slog.String("kind", e.InvolvedObject.Kind),
+		slog.String("type", e.Type),
+		slog.String("reason", e.Reason),
+		slog.String("message", e.Message),
+		slog.Int("count", int(e.Count)))
+}

@@ -1,0 +1,151 @@
+package events
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+)
+
+// Sink stores events (a Kubernetes API server, a database, a test fake).
+//
+// A [Broadcaster] calls a sink from one goroutine per
+// [Broadcaster.StartRecordingToSink], one event at a time, in order, and never
+// while holding a lock. The ctx it passes is canceled when that recording is
+// stopped or when [Broadcaster.Shutdown] gives up waiting; a sink should
+// return soon after.
+//
+// The error decides what happens next: nil or [ErrAlreadyExists] means the
+// event is recorded; [ErrNotFound] from Patch means the event is gone and is
+// created anew; [ErrRejected] means it never will be stored; any other error
+// is retried (see [WithRetry]). Errors are matched with errors.Is, so a sink
+// wraps them: fmt.Errorf("%w: %v", events.ErrRejected, err).
+type Sink interface {
+	// Create stores a new event and returns it as stored (with the
+	// ResourceVersion the store gave it, say). e is the sink's own copy.
+	Create(ctx context.Context, e *Event) (*Event, error)
+	// Patch applies p to the stored event named old.Name in old.Namespace and
+	// returns it as stored. old is the sink's own copy, with p applied.
+	Patch(ctx context.Context, old *Event, p Patch) (*Event, error)
+}
+
+// Patch is the update of an event that occurred again.
+type Patch struct {
+	Count         int32
+	LastTimestamp time.Time
+	Message       string
+}
+
+// Sink errors, matched with errors.Is.
+var (
+	// ErrNotFound, from Patch: the event is gone; the broadcaster falls back
+	// to Create.
+	ErrNotFound = errors.New("events: event not found")
+	// ErrAlreadyExists, from Create: the event is stored already; treated as
+	// recorded, not retried.
+	ErrAlreadyExists = errors.New("events: event already exists")
+	// ErrRejected is permanent: the event is never retried. Any other sink
+	// error is retried.
+	ErrRejected = errors.New("events: event rejected")
+)
+
+// recordToSink correlates e and writes the result to sink, trying up to
+// maxTries times. It returns when the event is stored, given up, or the
+// worker's context ends; no lock is held meanwhile.
+func (wk *worker) recordToSink(sink Sink, corr *Correlator, e *Event) {
+	b := wk.b
+	res, err := corr.Correlate(e)
+	if err != nil {
+		return // only for a nil event, which Recorders never publish
+	}
+	if res.Skip {
+		b.skipped.Add(1)
+		b.rep.add(causeSkipped, 1, e, nil, slog.String("by", wk.name))
+		return
+	}
+	if res.Aggregated {
+		b.aggregated.Add(1)
+		b.rep.add(causeAggregated, 1, e, nil, slog.String("by", wk.name))
+	}
+	ev := res.Event
+	for try := 1; ; try++ {
+		out, err := wk.write(sink, ev, res.Patch)
+		switch {
+		case err == errPanicked:
+			return // reported and counted by call
+		case err == nil:
+			b.written.Add(1)
+			if out != nil {
+				corr.UpdateState(out)
+			}
+			return
+		case errors.Is(err, ErrAlreadyExists):
+			b.written.Add(1)
+			return
+		case errors.Is(err, ErrRejected):
+			b.failed.Add(1)
+			b.rep.add(causeRejected, 1, ev, err, slog.String("by", wk.name))
+			return
+		}
+		if wk.ctx.Err() != nil {
+			wk.giveUp(ev, err)
+			return
+		}
+		if try >= b.cfg.maxTries {
+			b.failed.Add(1)
+			b.rep.add(causeRetriesExhausted, 1, ev, err, slog.String("by", wk.name), slog.Int("tries", try))
+			return
+		}
+		delay := b.cfg.sleep
+		if try == 1 {
+			// Jittered, so that processes whose sink failed together do not
+			// retry in step.
+			delay = time.Duration(rand.Float64() * float64(delay))
+		}
+		b.rep.log().LogAttrs(wk.ctx, slog.LevelDebug, "events: unable to write event, will retry",
+			slog.String("by", wk.name), slog.Int("try", try), slog.Duration("sleep", delay),
+			slog.Any("err", err), eventAttr(ev))
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-wk.ctx.Done():
+			t.Stop()
+			wk.giveUp(ev, err)
+			return
+		}
+	}
+}
+
+// giveUp counts an event whose retries were cut short by Stop (Failed) or by
+// Shutdown's deadline (Abandoned).
+func (wk *worker) giveUp(ev *Event, err error) {
+	if wk.stopped.Load() {
+		wk.b.failed.Add(1)
+	} else {
+		wk.b.abandoned.Add(1)
+	}
+	wk.b.rep.add(causeGaveUp, 1, ev, err, slog.String("by", wk.name))
+}
+
+// write makes one try: Patch if p is set, falling back to Create when the
+// event is gone.
+func (wk *worker) write(sink Sink, ev *Event, p *Patch) (out *Event, err error) {
+	ok := wk.call(func() {
+		if p != nil {
+			out, err = sink.Patch(wk.ctx, ev, *p)
+			if !errors.Is(err, ErrNotFound) {
+				return
+			}
+		}
+		ev.ResourceVersion = "" // a new event has none
+		out, err = sink.Create(wk.ctx, ev)
+	})
+	if !ok {
+		return nil, errPanicked
+	}
+	return out, err
+}
+
+// errPanicked stands for a sink call that panicked; never returned to users.
+var errPanicked = errors.New("events: sink panicked")
