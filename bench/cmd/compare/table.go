@@ -1,0 +1,375 @@
+package main
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"unicode/utf8"
+)
+
+// A target is what herald has to reach on one row.
+type target struct {
+	ratioMin  float64 // k8s/herald must be at least this (0: no ratio target)
+	heraldMax float64 // herald's value must be at most this (NaN: no such target)
+}
+
+func ratioAtLeast(x float64) *target { return &target{ratioMin: x, heraldMax: math.NaN()} }
+func heraldAtMost(x float64) *target { return &target{heraldMax: x} }
+
+func (t *target) String() string {
+	switch {
+	case t == nil:
+		return ""
+	case t.ratioMin > 0:
+		return fmt.Sprintf("≥ %g×", t.ratioMin)
+	case t.heraldMax == 0:
+		return "0"
+	default:
+		return fmt.Sprintf("≤ %g", t.heraldMax)
+	}
+}
+
+func (t *target) met(k8s, herald, ratio float64) bool {
+	if t.ratioMin > 0 {
+		return ratio >= t.ratioMin
+	}
+	return herald <= t.heraldMax
+}
+
+// A row compares one measurement. units are summed (heap + stack).
+type row struct {
+	section string // starts a new group when set
+	label   string
+	k8s     string // benchmark names, as results keys them
+	herald  string
+	units   []string
+	target  *target
+	noRatio bool // a ratio of two near-zero figures would mean nothing
+
+	sectionOf string // the group's title, set by buildTable
+	// filled in by buildTable
+	kv, hv, ratio float64
+	ok            bool // both values present
+}
+
+type table struct{ rows []*row }
+
+func fanoutTargets(n int) (c, all float64) {
+	switch n {
+	case 1:
+		return 2, 5
+	case 10:
+		return 3, 5
+	case 100:
+		return 5, 20
+	default:
+		return 10, 50
+	}
+}
+
+func tableRows() []*row {
+	var rs []*row
+	add := func(r *row) { rs = append(rs, r) }
+	u := func(units ...string) []string { return units }
+
+	for i, n := range []int{1, 10, 100, 1000} {
+		tc, ta := fanoutTargets(n)
+		sec := ""
+		if i == 0 {
+			sec = "1. Lossless fan-out (Block / WaitIfChannelFull), queue 1000: time per published event until every watcher has it"
+		}
+		k := fmt.Sprintf("Fanout/k8s/watchers=%d", n)
+		add(&row{section: sec, label: fmt.Sprintf("%d watcher(s), C()", n), k8s: k,
+			herald: fmt.Sprintf("Fanout/herald-C/watchers=%d", n), units: u("ns/op"), target: ratioAtLeast(tc)})
+		add(&row{label: fmt.Sprintf("%d watcher(s), All()", n), k8s: k,
+			herald: fmt.Sprintf("Fanout/herald-All/watchers=%d", n), units: u("ns/op"), target: ratioAtLeast(ta)})
+	}
+	add(&row{label: "allocations per published event, 100 watchers, C()", k8s: "Fanout/k8s/watchers=100",
+		herald: "Fanout/herald-C/watchers=100", units: u("allocs/op"), target: heraldAtMost(0)})
+	add(&row{label: "allocations per published event, 1000 watchers, All()", k8s: "Fanout/k8s/watchers=1000",
+		herald: "Fanout/herald-All/watchers=1000", units: u("allocs/op"), target: heraldAtMost(0)})
+
+	add(&row{section: "2. Publish with no watchers (k8s: Action)", label: "time per Publish",
+		k8s: "PublishIdle/k8s", herald: "PublishIdle/herald", units: u("ns/op"), target: ratioAtLeast(3)})
+	add(&row{label: "allocations per Publish", k8s: "PublishIdle/k8s", herald: "PublishIdle/herald",
+		units: u("allocs/op"), target: heraldAtMost(0)})
+
+	add(&row{section: "3. Watch() + Stop() while a publisher runs flat out", label: "time per Watch+Stop",
+		k8s: "Churn/k8s", herald: "Churn/herald", units: u("ns/op"), target: ratioAtLeast(3)})
+	add(&row{label: "allocations per Watch+Stop", k8s: "Churn/k8s", herald: "Churn/herald",
+		units: u("allocs/op"), target: heraldAtMost(4)})
+	add(&row{label: "the publisher meanwhile, time per Publish",
+		k8s: "Churn/k8s", herald: "Churn/herald", units: u("publish-ns")})
+
+	add(&row{section: "4. Idle watcher, queue 1000 (MemStats after GC, per watcher)", label: "heap, after Watch()",
+		k8s: "IdleWatcher/k8s", herald: "IdleWatcher/herald", units: u("heap-B/watcher"), target: ratioAtLeast(10)})
+	add(&row{label: "heap, after C()", k8s: "IdleWatcher/k8s", herald: "IdleWatcher/herald-C",
+		units: u("heap-B/watcher"), target: ratioAtLeast(10)})
+	add(&row{label: "goroutine stacks, after Watch()", k8s: "IdleWatcher/k8s", herald: "IdleWatcher/herald",
+		units: u("stack-B/watcher"), noRatio: true})
+	add(&row{label: "goroutine stacks, after C()", k8s: "IdleWatcher/k8s", herald: "IdleWatcher/herald-C",
+		units: u("stack-B/watcher"), noRatio: true})
+	add(&row{label: "heap + stacks, after C()", k8s: "IdleWatcher/k8s", herald: "IdleWatcher/herald-C",
+		units: u("heap-B/watcher", "stack-B/watcher"), target: ratioAtLeast(10)})
+	add(&row{label: "goroutines per watcher, after C()", k8s: "IdleWatcher/k8s", herald: "IdleWatcher/herald-C",
+		units: u("goroutines/watcher"), noRatio: true})
+
+	add(&row{section: "5. Lossy fan-out (Drop / DropIfChannelFull): 100 watchers, 10 never read", label: "publisher, time per Publish",
+		k8s: "Lossy/k8s", herald: "Lossy/herald-C", units: u("ns/op")})
+	add(&row{label: "fast watchers: share of values delivered (median watcher; higher is better)",
+		k8s: "Lossy/k8s", herald: "Lossy/herald-C", units: u("fast-delivered-%")})
+	add(&row{label: "fast watchers: values received per second (median watcher; higher is better)",
+		k8s: "Lossy/k8s", herald: "Lossy/herald-C", units: u("fast-values/s")})
+	add(&row{label: "values a never-reading watcher holds at the end",
+		k8s: "Lossy/k8s", herald: "Lossy/herald-C", units: u("slow-held"), noRatio: true})
+
+	add(&row{section: "6. Delivery latency, Publish to receipt, 100 watchers, one value in flight", label: "p50, C()",
+		k8s: "Latency/k8s", herald: "Latency/herald-C", units: u("p50-ns")})
+	add(&row{label: "p99, C()", k8s: "Latency/k8s", herald: "Latency/herald-C", units: u("p99-ns")})
+	add(&row{label: "p50, All()", k8s: "Latency/k8s", herald: "Latency/herald-All", units: u("p50-ns")})
+	add(&row{label: "p99, All()", k8s: "Latency/k8s", herald: "Latency/herald-All", units: u("p99-ns")})
+	add(&row{label: "round trip until all 100 have it, C()", k8s: "Latency/k8s", herald: "Latency/herald-C", units: u("ns/op")})
+
+	add(&row{section: "7. Correlator on the mixed stream (1000 objects, repeats, message variants)", label: "time per event",
+		k8s: "Correlator/k8s", herald: "Correlator/herald", units: u("ns/op")})
+	add(&row{label: "allocations per event", k8s: "Correlator/k8s", herald: "Correlator/herald",
+		units: u("allocs/op")})
+	add(&row{label: "decisions on one pass: patched", k8s: "Correlator/k8s", herald: "Correlator/herald",
+		units: u("patched-%"), noRatio: true})
+	add(&row{label: "decisions on one pass: aggregated (herald keeps aggregating by design)", k8s: "Correlator/k8s", herald: "Correlator/herald",
+		units: u("aggregated-%"), noRatio: true})
+	add(&row{label: "decisions on one pass: skipped by the spam filter", k8s: "Correlator/k8s", herald: "Correlator/herald",
+		units: u("skipped-%"), noRatio: true})
+	add(&row{section: "8. Whole pipeline: Recorder.Event/Eventf → broadcaster → correlator → no-op sink", label: "time per event",
+		k8s: "Pipeline/k8s", herald: "Pipeline/herald", units: u("ns/op")})
+	add(&row{label: "allocations per event", k8s: "Pipeline/k8s", herald: "Pipeline/herald",
+		units: u("allocs/op")})
+	add(&row{label: "events that reached the sink", k8s: "Pipeline/k8s", herald: "Pipeline/herald",
+		units: u("written-%"), noRatio: true})
+	return rs
+}
+
+// buildTable fills in the rows of the workloads in benches (nil: all).
+func buildTable(res *results, benches map[string]bool) *table {
+	t := &table{}
+	section := ""
+	for _, r := range tableRows() {
+		if r.section != "" {
+			section = r.section
+		}
+		if benches != nil && !benches[strings.SplitN(r.k8s, "/", 2)[0]] {
+			continue
+		}
+		if r.section == "" && (len(t.rows) == 0 || t.rows[len(t.rows)-1].sectionOf != section) {
+			r.section = section // the first row shown of its group carries the title
+		}
+		r.sectionOf = section
+		kv, kok := sumMedians(res, r.k8s, r.units)
+		hv, hok := sumMedians(res, r.herald, r.units)
+		r.kv, r.hv, r.ok = kv, hv, kok && hok
+		switch {
+		case hv != 0:
+			r.ratio = kv / hv
+		case kv != 0:
+			r.ratio = math.Inf(1)
+		default:
+			r.ratio = math.NaN()
+		}
+		t.rows = append(t.rows, r)
+	}
+	return t
+}
+
+func sumMedians(res *results, name string, units []string) (float64, bool) {
+	sum := 0.0
+	for _, u := range units {
+		v, ok := res.median(name, u)
+		if !ok {
+			return 0, false
+		}
+		sum += v
+	}
+	return sum, true
+}
+
+func (r *row) result() string {
+	switch {
+	case !r.ok:
+		return "n/a"
+	case r.target == nil:
+		return ""
+	case r.target.met(r.kv, r.hv, r.ratio):
+		return "pass"
+	default:
+		return "FAIL"
+	}
+}
+
+func (r *row) cells() []string {
+	if !r.ok {
+		return []string{r.label, "n/a", "n/a", "", r.target.String(), r.result()}
+	}
+	unit := r.units[0]
+	ratio := formatRatio(r.ratio)
+	if r.noRatio {
+		ratio = ""
+	}
+	return []string{r.label, format(r.kv, unit), format(r.hv, unit), ratio, r.target.String(), r.result()}
+}
+
+func format(v float64, unit string) string {
+	switch unit {
+	case "ns/op", "p50-ns", "p99-ns", "publish-ns":
+		switch {
+		case v < 1e3:
+			return fmt.Sprintf("%.0f ns", v)
+		case v < 1e4:
+			return fmt.Sprintf("%.2f µs", v/1e3)
+		case v < 1e6:
+			return fmt.Sprintf("%.1f µs", v/1e3)
+		default:
+			return fmt.Sprintf("%.2f ms", v/1e6)
+		}
+	case "heap-B/watcher", "stack-B/watcher":
+		if v < 1e3 {
+			return fmt.Sprintf("%.0f B", v)
+		}
+		return fmt.Sprintf("%.1f kB", v/1e3)
+	case "fast-delivered-%", "patched-%", "aggregated-%", "skipped-%", "written-%":
+		return fmt.Sprintf("%.1f %%", v)
+	case "goroutines/watcher":
+		return trimFloat(v, 2)
+	case "fast-values/s":
+		switch {
+		case v >= 1e6:
+			return fmt.Sprintf("%.2f M/s", v/1e6)
+		case v >= 1e3:
+			return fmt.Sprintf("%.0f k/s", v/1e3)
+		}
+		return fmt.Sprintf("%.0f /s", v)
+	default: // allocs/op, slow-held
+		return trimFloat(v, 1)
+	}
+}
+
+func trimFloat(v float64, prec int) string {
+	s := fmt.Sprintf("%.*f", prec, v)
+	if strings.Contains(s, ".") {
+		s = strings.TrimRight(strings.TrimRight(s, "0"), ".")
+	}
+	return s
+}
+
+func formatRatio(x float64) string {
+	switch {
+	case math.IsNaN(x):
+		return "—"
+	case math.IsInf(x, 1):
+		return "∞"
+	case x >= 10:
+		return fmt.Sprintf("%.0f×", x)
+	default:
+		return fmt.Sprintf("%.2f×", x)
+	}
+}
+
+var header = []string{"workload", "k8s", "herald", "k8s/herald", "target", "result"}
+
+// text renders the table for a terminal; section titles stand on lines of
+// their own so that they do not widen the first column.
+func (t *table) text() string {
+	rows := [][]string{header}
+	for _, r := range t.rows {
+		c := r.cells()
+		c[0] = "  " + c[0]
+		rows = append(rows, c)
+	}
+	width := make([]int, len(header))
+	for _, c := range rows {
+		for i, s := range c {
+			width[i] = max(width[i], utf8.RuneCountInString(s))
+		}
+	}
+	var b strings.Builder
+	line := func(c []string) {
+		var l strings.Builder
+		for i, s := range c {
+			pad := strings.Repeat(" ", width[i]-utf8.RuneCountInString(s))
+			if i > 0 && i < 4 { // numbers and ratios right-aligned
+				l.WriteString(pad + s)
+			} else {
+				l.WriteString(s + pad)
+			}
+			l.WriteString("  ")
+		}
+		b.WriteString(strings.TrimRight(l.String(), " ") + "\n")
+	}
+	line(rows[0])
+	for i, r := range t.rows {
+		if r.section != "" {
+			b.WriteString(r.section + "\n")
+		}
+		line(rows[i+1])
+	}
+	return b.String()
+}
+
+// markdown renders the table and its notes for docs/bench-results.md.
+func (t *table) markdown(env string) string {
+	var b strings.Builder
+	b.WriteString("<!-- Generated by `cd bench && go run ./cmd/compare`; do not edit by hand. -->\n")
+	b.WriteString("# herald against Kubernetes' event machinery\n\n")
+	b.WriteString("Both systems run the same workloads, interleaved in one run, carrying the same element type ")
+	b.WriteString("(`watch.Event{Type, Object}`): k8s.io/apimachinery `watch.Broadcaster` v0.37.2 ")
+	b.WriteString("(`NewLongQueueBroadcaster`, as client-go's event recording uses; `NewBroadcaster` for workload 3, where it is the faster) against `broadcast.Broadcaster[watch.Event]`, ")
+	b.WriteString("and client-go `record` against herald's `events`. Every value is the median of the runs; ")
+	b.WriteString("the ratio is k8s/herald, so above 1× herald is cheaper (for the rows marked \"higher is better\" it is the other way round).\n\n")
+	fmt.Fprintf(&b, "%s.\n\n", env)
+	fmt.Fprintf(&b, "| %s |\n|%s\n", strings.Join(header, " | "), strings.Repeat(" --- |", len(header)))
+	for _, r := range t.rows {
+		if r.section != "" {
+			fmt.Fprintf(&b, "| **%s** | | | | | |\n", r.section)
+		}
+		c := r.cells()
+		if c[5] == "FAIL" {
+			c[5] = "**FAIL**"
+		}
+		fmt.Fprintf(&b, "| %s |\n", strings.Join(c, " | "))
+	}
+	b.WriteString(`
+How each workload is measured (bench/*_test.go):
+
+1. One publisher, N watchers each draining in its own goroutine and checking order; the clock stops when every watcher has every value. herald is read once through ` + "`C()`" + ` and once through ` + "`All()`" + `; k8s through ` + "`ResultChan()`" + `. Allocations count the whole process, watchers' Stop included.
+2. ` + "`Publish`" + ` / ` + "`Action`" + ` in a ` + "`b.Loop`" + ` with nothing registered.
+3. ` + "`Watch()`" + ` then ` + "`Stop()`" + ` in a ` + "`b.Loop`" + ` while another goroutine publishes flat out; allocations count the publisher too (it allocates nothing on either side).
+4. 5000 watchers registered, nothing published; heap is ` + "`MemStats.HeapAlloc`" + ` after two GCs, before minus after, per watcher; goroutine stacks (` + "`StackInuse`" + `) are shown apart because HeapAlloc does not include them. herald is measured right after ` + "`Watch()`" + ` and again after ` + "`C()`" + ` on every watcher.
+5. Time per publish for the publisher alone; then Shutdown, and every fast watcher drains its stream to the end. The values per second are the median fast watcher's, from the first publish until it has drained.
+6. One value in flight: Publish, then wait until all 100 watchers have it; each watcher records the time from just before Publish to its receipt (up to 20 000 values per watcher), p50/p99 over all of them.
+7. bench/eventsbench: the same mixed stream (` + "`eventstest.MixedStream(10000, 1)`" + `: 1000 objects, half the events about a hot hundred, several sources, reasons with 1 to 15 message variants, 40% exact repeats) through client-go's ` + "`EventCorrelator`" + ` and herald's ` + "`Correlator`" + `, default options, ` + "`UpdateState`" + ` after each written event; a fresh correlator every 10 000 events, so that the spam filter's state does not depend on the run's length. The decision shares are over one such pass; aggregation differs on purpose (once a group aggregates, herald aggregates every similar event until the group is quiet, where client-go forgets a random message).
+8. The same stream through ` + "`Recorder.Event`" + ` (even events) and ` + "`Eventf(\"%s\", message)`" + ` (odd ones), one recorder per source, → broadcaster → sink writer with its correlator → a no-op sink, in batches of 500 events followed by a sentinel event the recorder waits for (both recorders drop when their queue of 1000 is full; this keeps both lossless). herald's broadcaster logs to a discarding slog handler.
+
+Raw output (benchstat-compatible) is in bench/out/raw.txt after a run.
+`)
+	return b.String()
+}
+
+// missing lists the rows without a result on both sides.
+func (t *table) missing() []string {
+	var m []string
+	for _, r := range t.rows {
+		if !r.ok {
+			m = append(m, r.label+" ("+r.k8s+" / "+r.herald+")")
+		}
+	}
+	return m
+}
+
+func (t *table) failedTargets() []string {
+	var f []string
+	for _, r := range t.rows {
+		if r.result() == "FAIL" {
+			f = append(f, r.label)
+		}
+	}
+	return f
+}

@@ -1,0 +1,169 @@
+package bench
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/heraldgo/herald/broadcast"
+)
+
+const (
+	latencyWatchers = 100
+	// latencySamples caps the values per watcher whose latency is recorded,
+	// so that a long run does not spend its memory on samples.
+	latencySamples = 20000
+)
+
+// latencyRun is workload 6, shared by both systems: one value in flight at a
+// time (publish, then wait until all latencyWatchers received it), so that the
+// latency measured is the delivery path's and not a queue's. Each watcher
+// records now − (time just before Publish) for every value; p50-ns and p99-ns
+// are over all (watcher, value) pairs. ns/op is the round trip: Publish until
+// the last watcher has it.
+type latencyRun struct {
+	b       *testing.B
+	base    time.Time
+	sentAt  []int64 // sentAt[i]: ns since base just before value i was published
+	pending atomic.Int32
+	done    chan struct{}
+	samples [][]float64
+	wg      sync.WaitGroup
+	stops   []func() // the watchers' Stop, called by finish
+
+	failOnce sync.Once
+	failed   chan struct{} // closed by fail
+	err      error         // the first failure; read after failed is closed
+}
+
+// fail records the first failure and releases drive.
+func (r *latencyRun) fail(err error) {
+	r.failOnce.Do(func() {
+		r.err = err
+		close(r.failed)
+	})
+}
+
+func newLatencyRun(b *testing.B) *latencyRun {
+	r := &latencyRun{
+		b:       b,
+		base:    time.Now(),
+		sentAt:  make([]int64, b.N),
+		done:    make(chan struct{}, 1),
+		samples: make([][]float64, latencyWatchers),
+		failed:  make(chan struct{}),
+	}
+	for i := range r.samples {
+		r.samples[i] = make([]float64, 0, min(b.N, latencySamples))
+	}
+	return r
+}
+
+// receiver returns watcher k's per-value callback.
+func (r *latencyRun) receiver(k int) func(i int, ev watch.Event) error {
+	return func(i int, ev watch.Event) error {
+		lat := time.Since(r.base).Nanoseconds() - r.sentAt[i]
+		if err := inOrder(i, ev); err != nil {
+			r.fail(err)
+		}
+		if i < latencySamples {
+			r.samples[k] = append(r.samples[k], float64(lat))
+		}
+		if r.pending.Add(-1) == 0 {
+			r.done <- struct{}{}
+		}
+		return nil
+	}
+}
+
+// drive publishes b.N values one at a time.
+func (r *latencyRun) drive(publish func(i int) error) {
+	b := r.b
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := range b.N {
+		r.pending.Store(latencyWatchers)
+		r.sentAt[i] = time.Since(r.base).Nanoseconds()
+		if err := publish(i); err != nil {
+			b.Fatal(err)
+		}
+		select {
+		case <-r.done:
+		case <-r.failed:
+			b.Fatal(r.err)
+		}
+	}
+	b.StopTimer()
+}
+
+func (r *latencyRun) finish() {
+	b := r.b
+	b.Helper()
+	r.wg.Wait()
+	for _, stop := range r.stops {
+		stop()
+	}
+	select {
+	case <-r.failed:
+		b.Fatal(r.err)
+	default:
+	}
+	var all []float64
+	for _, s := range r.samples {
+		all = append(all, s...)
+	}
+	q := quantiles(all, 0.5, 0.99)
+	b.ReportMetric(q[0], "p50-ns")
+	b.ReportMetric(q[1], "p99-ns")
+}
+
+func BenchmarkLatency(b *testing.B) {
+	b.Run("k8s", func(b *testing.B) {
+		r := newLatencyRun(b)
+		m := newK8s(watch.WaitIfChannelFull)
+		for k := range latencyWatchers {
+			w, err := m.Watch()
+			if err != nil {
+				b.Fatal(err)
+			}
+			r.stops = append(r.stops, w.Stop)
+			each := r.receiver(k)
+			r.wg.Go(func() {
+				if got, err := readK8s(w, b.N, each); err != nil {
+					r.fail(fmt.Errorf("k8s watcher: %d of %d: %w", got, b.N, err))
+					w.Stop()
+				}
+			})
+		}
+		r.drive(func(i int) error { return m.Action(watch.Added, eventAt(i).Object) })
+		r.finish()
+		m.Shutdown()
+	})
+	for _, rd := range readers {
+		b.Run(rd.name, func(b *testing.B) {
+			r := newLatencyRun(b)
+			hb := newHerald(broadcast.Block)
+			for k := range latencyWatchers {
+				w, err := hb.Watch()
+				if err != nil {
+					b.Fatal(err)
+				}
+				r.stops = append(r.stops, w.Stop)
+				each, read := r.receiver(k), rd.open(w)
+				r.wg.Go(func() {
+					if got, err := read(b.N, each); err != nil {
+						r.fail(fmt.Errorf("%s watcher: %d of %d: %w", rd.name, got, b.N, err))
+						w.Stop()
+					}
+				})
+			}
+			r.drive(func(i int) error { return hb.Publish(eventAt(i)) })
+			r.finish()
+			shutdownHerald(b, hb)
+		})
+	}
+}
