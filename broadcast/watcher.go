@@ -187,6 +187,24 @@ func (w *Watcher[T]) sendLocked(v T) {
 	}
 }
 
+// takeAllLocked empties ch without blocking and returns its values in
+// order, as not sent: the caller sends back those it keeps. The reader may
+// take values meanwhile; it only takes from the front, so order holds.
+func (w *Watcher[T]) takeAllLocked() []T {
+	var tmp []T
+	for {
+		select {
+		case v := <-w.ch:
+			tmp = append(tmp, v)
+			continue
+		default:
+		}
+		break
+	}
+	w.sent -= uint64(len(tmp))
+	return tmp
+}
+
 // discardOldestLocked drops w's oldest non-prefix value from ch.
 func (w *Watcher[T]) discardOldestLocked() {
 	if w.chanPrefixLocked() == 0 {
@@ -202,17 +220,7 @@ func (w *Watcher[T]) discardOldestLocked() {
 	// first non-prefix value, put the rest back in order. The reader may take
 	// values meanwhile; it only ever takes from the front, so order holds.
 	// Rare: DropOldest, a prefix not yet read, and a full queue.
-	var tmp []T
-	for {
-		select {
-		case v := <-w.ch:
-			tmp = append(tmp, v)
-			continue
-		default:
-		}
-		break
-	}
-	w.sent -= uint64(len(tmp))
+	tmp := w.takeAllLocked()
 	pin := 0
 	if received := w.sent; received < w.chPrefix {
 		pin = int(w.chPrefix - received)
@@ -556,17 +564,7 @@ func (w *Watcher[T]) prependToChanLocked(vs []T, nPrefix int) {
 		}
 		return
 	}
-	var tmp []T
-	for {
-		select {
-		case v := <-w.ch:
-			tmp = append(tmp, v)
-			continue
-		default:
-		}
-		break
-	}
-	w.sent -= uint64(len(tmp))
+	tmp := w.takeAllLocked()
 	pin := uint64(0)
 	if w.chPrefix > w.sent {
 		pin = w.chPrefix - w.sent
