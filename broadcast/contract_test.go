@@ -1540,6 +1540,44 @@ func TestCAndAllTogether(t *testing.T) {
 		})
 	}
 
+	// One goroutine reading the watcher through a second reader inside an
+	// All() loop sees one stream, in order (guarantee 2): the values the
+	// loop has not yielded yet come first, and are available at once.
+	for _, inner := range readPaths {
+		for _, meanwhile := range []bool{false, true} {
+			name := "reading " + inner.name + " inside an All() loop keeps the order"
+			if meanwhile {
+				name += "/published meanwhile"
+			} else {
+				name += "/nothing published meanwhile"
+			}
+			t.Run(name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					b := newB(t)
+					w := watch(t, b)
+					publish(t, b, 1, 2, 3, 4, 5)
+					var got []int
+					for v := range w.All() {
+						got = append(got, v)
+						if meanwhile {
+							publish(t, b, 6)
+						}
+						got = append(got, inner.take(t, w, 1)...)
+						break
+					}
+					if !meanwhile {
+						publish(t, b, 6)
+					}
+					shutdown(t, b)
+					got = append(got, testutil.Drain(t, w.C(), guard)...)
+					if d := diff(testutil.Seq(1, 7), got); d != "" {
+						t.Errorf("values read (-want +got):\n%s", d)
+					}
+				})
+			})
+		}
+	}
+
 	t.Run("concurrently", func(t *testing.T) {
 		const n = 1000
 		b := newB(t)
@@ -1595,25 +1633,34 @@ func TestTryPublish(t *testing.T) {
 		name string
 		p    broadcast.Policy
 	}{{"Block", broadcast.Block}, {"BlockFor", broadcast.BlockFor(time.Second)}} {
-		t.Run(full.name+" full", func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				b := newB(t)
-				other := watch(t, b, with(broadcast.Drop, 10)...)
-				w := watch(t, b, with(full.p, 1)...)
-				try(t, b, 1, true)
-				try(t, b, 2, false)
-				checkStats(t, b, broadcast.Stats{Published: 1, Watchers: 2})
-				if d := diff([]int{1}, testutil.Collect(t, w.C(), 1, guard)); d != "" {
-					t.Fatalf("read (-want +got):\n%s", d)
-				}
-				try(t, b, 3, true)
-				shutdown(t, b)
-				if d := diff([]int{1, 3}, testutil.Drain(t, other.C(), guard)); d != "" {
-					t.Errorf("other watcher got what TryPublish refused (-want +got):\n%s", d)
-				}
-				checkDropped(t, "w", w, 0)
+		for _, early := range []bool{false, true} {
+			name := full.name + " full"
+			if early {
+				name += "/C-called-before"
+			}
+			t.Run(name, func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					b := newB(t)
+					other := watch(t, b, with(broadcast.Drop, 10)...)
+					w := watch(t, b, with(full.p, 1)...)
+					if early {
+						w.C()
+					}
+					try(t, b, 1, true)
+					try(t, b, 2, false)
+					checkStats(t, b, broadcast.Stats{Published: 1, Watchers: 2})
+					if d := diff([]int{1}, testutil.Collect(t, w.C(), 1, guard)); d != "" {
+						t.Fatalf("read (-want +got):\n%s", d)
+					}
+					try(t, b, 3, true)
+					shutdown(t, b)
+					if d := diff([]int{1, 3}, testutil.Drain(t, other.C(), guard)); d != "" {
+						t.Errorf("other watcher got what TryPublish refused (-want +got):\n%s", d)
+					}
+					checkDropped(t, "w", w, 0)
+				})
 			})
-		})
+		}
 	}
 	t.Run("Publish waiting", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {

@@ -44,6 +44,7 @@ const (
 	opPublishCanceled        // PublishContext with a canceled ctx: publishes nothing
 	opBurst                  // c%16 times opPublish
 	opReadAllThenC           // as opReadAll, calling C() in the loop before breaking out
+	opNestedRead             // read one value of watcher a/2 through All(), and inside that loop c%8 more through C() (a odd) or All()
 	numOps
 )
 
@@ -113,6 +114,8 @@ func runOps(t *testing.T, data []byte) {
 			m.read(a, int(c%8)+1, op == opReadC)
 		case opReadAllThenC:
 			m.readAllThenC(a, int(c%8)+1)
+		case opNestedRead:
+			m.nestedRead(a/2, int(c%8), a%2 == 1)
 		case opStop:
 			if len(m.ws) > 0 {
 				w := m.ws[int(a)%len(m.ws)]
@@ -353,6 +356,35 @@ func (m *fzModel) readAllThenC(a byte, k int) {
 	}
 	w.queue = w.queue[n:]
 	w.prefixLeft = max(0, w.prefixLeft-n)
+}
+
+// nestedRead reads one value of a live watcher through All() and, inside
+// that loop, up to k more through C() or a second All() loop: one goroutine,
+// one stream, so they come in order.
+func (m *fzModel) nestedRead(a byte, k int, viaC bool) {
+	if len(m.ws) == 0 {
+		return
+	}
+	w := m.ws[int(a)%len(m.ws)]
+	if w.stopped || len(w.queue) == 0 {
+		m.read(a, k, viaC)
+		return
+	}
+	viaC = viaC && !w.noC
+	n := min(k, len(w.queue)-1)
+	var got []int
+	for v := range w.w.All() {
+		got = append(got, v)
+		if n > 0 {
+			got = append(got, m.take(w, n, viaC)...)
+		}
+		break
+	}
+	if !slices.Equal(got, w.queue[:n+1]) {
+		m.fatalf("%s: nested read %v, want %v (holding %v)", w.name, got, w.queue[:n+1], w.queue)
+	}
+	w.queue = w.queue[n+1:]
+	w.prefixLeft = max(0, w.prefixLeft-n-1)
 }
 
 // take reads n values (every value until the end if n < 0).

@@ -25,7 +25,6 @@ type Watcher[T any] struct {
 	h          atomic.Uint64 // next ring seq not yet taken: w's ring segment is [h, tail)
 	pendLen    atomic.Int64  // len(pend)
 	prefixLeft atomic.Int64  // prefix values still at the front of pend
-	inHand     atomic.Int64  // non-prefix values an All loop took and has not yielded yet
 	dropped    atomic.Uint64
 	stopped    atomic.Bool
 	roomWanted atomic.Bool // a publisher waits for this watcher to make room
@@ -36,7 +35,6 @@ type Watcher[T any] struct {
 	mu         sync.Mutex
 	pend       deque[T] // values taken out of the ring (or the prefix), in order
 	ended      bool     // Shutdown: readers drain what is queued, then end
-	batchesOut int      // All loops holding a batch; C's channel closes after the last returns
 	wake       chan struct{}
 	done       chan struct{} // closed when w ends (stopped or shut down)
 	doneClosed bool
@@ -70,7 +68,7 @@ func (w *Watcher[T]) drop() {
 // consumes, so a stale read is still a valid bound.
 func (w *Watcher[T]) attnSeq(ringSize uint64) uint64 {
 	h := w.h.Load()
-	np := w.pendLen.Load() - w.prefixLeft.Load() + w.inHand.Load()
+	np := w.pendLen.Load() - w.prefixLeft.Load()
 	fullAt := int64(h) + int64(w.queueLen) - np
 	if fullAt < 0 {
 		fullAt = 0
@@ -81,7 +79,7 @@ func (w *Watcher[T]) attnSeq(ringSize uint64) uint64 {
 // queuedLocked returns how many non-prefix values w holds just before seq s
 // is committed. Ring mode; called with w.mu held.
 func (w *Watcher[T]) queuedLocked(s uint64) int {
-	n := int(w.pendLen.Load() - w.prefixLeft.Load() + w.inHand.Load())
+	n := int(w.pendLen.Load() - w.prefixLeft.Load())
 	if h := w.h.Load(); s > h {
 		n += int(s - h)
 	}
@@ -105,12 +103,16 @@ func (w *Watcher[T]) chanQueuedLocked() int {
 // settleLocked copies w's ring segment [h, s) into pend, so that the ring
 // may overwrite it or so that seq s can be skipped.
 func (w *Watcher[T]) settleLocked(s uint64, r *ring[T]) {
+	// All loops claim values with a CAS on h without w.mu: move h first,
+	// then copy what we took.
 	h := w.h.Load()
+	for h < s && !w.h.CompareAndSwap(h, s) {
+		h = w.h.Load()
+	}
 	for ; h < s; h++ {
 		w.pend.push(r.buf[h&r.mask])
 	}
 	w.pendLen.Store(int64(w.pend.len()))
-	w.h.Store(max(h, w.h.Load()))
 }
 
 // attendLocked applies w's policy if w is full for seq s, and copies its
@@ -357,18 +359,19 @@ func (w *Watcher[T]) C() <-chan T {
 		w.sendLocked(w.pend.pop())
 	}
 	t := b.tail.Load()
-	for h := w.h.Load(); h < t; h++ {
+	h := w.h.Load()
+	for h < t && !w.h.CompareAndSwap(h, t) {
+		h = w.h.Load()
+	}
+	for ; h < t; h++ {
 		w.sendLocked(r.buf[h&r.mask])
 	}
-	w.h.Store(max(t, w.h.Load()))
 	w.pend = deque[T]{}
 	w.pendLen.Store(0)
 	w.prefixLeft.Store(0)
 	if w.ended {
-		if w.batchesOut == 0 {
-			close(w.ch)
-			w.chClosed = true
-		}
+		close(w.ch)
+		w.chClosed = true
 		return w.ch
 	}
 	// Move w from the ring list to the channel list.
@@ -421,38 +424,47 @@ func (w *Watcher[T]) All() iter.Seq[T] {
 				}
 				return
 			}
-			if w.policy.kind == kindDropOldest {
-				// One at a time: a publisher may discard the oldest queued
-				// value, so values must stay queued until they are yielded.
-				if v, ok := w.popLocked(); ok {
-					w.mu.Unlock()
-					spins = 0
-					if !yield(v) {
-						return
-					}
-					continue
+			if v, ok := w.popPendLocked(); ok {
+				w.mu.Unlock()
+				spins = 0
+				if !yield(v) {
+					return
 				}
-			} else {
+				continue
+			}
+			if h, t := w.h.Load(), b.tail.Load(); h < t {
+				// Copy a batch out of the ring under the lock (publishers
+				// change the ring segment only under it), then claim each
+				// value by moving h past it with a CAS just before yielding
+				// it: until then it stays queued, visible to every other
+				// reader and to publishers. A failed CAS means someone else
+				// moved h (another reader, a publisher applying a policy, C),
+				// so the rest of the batch is stale: start over.
 				if batch == nil {
 					batch = make([]T, 0, batchSize)
 				}
-				var nPrefix int
-				batch, nPrefix = w.popBatchLocked(batch[:0])
-				if len(batch) > 0 {
-					w.inHand.Add(int64(len(batch) - nPrefix))
-					w.batchesOut++
-					w.mu.Unlock()
-					spins = 0
-					more := w.yieldBatch(batch, nPrefix, yield)
-					w.mu.Lock()
-					w.batchesOut--
-					w.closeEndedChanLocked()
-					w.mu.Unlock()
-					if !more {
+				r := b.ring.Load()
+				n := min(t-h, batchSize)
+				batch = batch[:0]
+				for i := range n {
+					batch = append(batch, r.buf[(h+i)&r.mask])
+				}
+				w.mu.Unlock()
+				spins = 0
+				for i, v := range batch {
+					if w.stopped.Load() || !w.h.CompareAndSwap(h+uint64(i), h+uint64(i)+1) {
+						break
+					}
+					if w.roomWanted.Load() && w.roomWanted.CompareAndSwap(true, false) {
+						b.signalRoom()
+					}
+					if !yield(v) {
+						clear(batch)
 						return
 					}
-					continue
 				}
+				clear(batch)
+				continue
 			}
 			if w.ended {
 				w.mu.Unlock()
@@ -487,140 +499,19 @@ func (w *Watcher[T]) All() iter.Seq[T] {
 // batchSize is how many values an All loop takes from the watcher per lock.
 const batchSize = 64
 
-// yieldBatch yields a batch taken by popBatchLocked, whose first nPrefix
-// values are prefix values. It reports whether the loop goes on; if the loop
-// breaks, the values not yet yielded go back to the front of the queue.
-func (w *Watcher[T]) yieldBatch(batch []T, nPrefix int, yield func(T) bool) bool {
-	var zero T
-	for i := range batch {
-		if w.stopped.Load() {
-			clear(batch)
-			return false
-		}
-		v := batch[i]
-		batch[i] = zero
-		if i >= nPrefix {
-			w.inHand.Add(-1)
-			if w.roomWanted.Load() && w.roomWanted.CompareAndSwap(true, false) {
-				w.b.signalRoom()
-			}
-		}
-		if !yield(v) {
-			w.giveBack(batch[i+1:], max(0, nPrefix-i-1))
-			return false
-		}
+// popPendLocked takes w's next value from pend (the prefix, or values
+// copied out of the ring when w fell behind), which come before the ring.
+func (w *Watcher[T]) popPendLocked() (T, bool) {
+	if w.pend.len() == 0 {
+		var zero T
+		return zero, false
 	}
-	return true
-}
-
-// closeEndedChanLocked closes the channel that C made after Shutdown once no
-// All loop holds a batch that may still go into it.
-func (w *Watcher[T]) closeEndedChanLocked() {
-	if w.ended && w.ch != nil && !w.chClosed && w.batchesOut == 0 {
-		close(w.ch)
-		w.chClosed = true
+	v := w.pend.pop()
+	w.pendLen.Add(-1)
+	if w.prefixLeft.Load() > 0 {
+		w.prefixLeft.Add(-1)
 	}
-}
-
-// giveBack puts values an All loop took but did not yield back at the front
-// of the queue, in order; the first nPrefix of them are prefix values.
-func (w *Watcher[T]) giveBack(rest []T, nPrefix int) {
-	if len(rest) == 0 {
-		return
-	}
-	// b.mu too: if C was called meanwhile, the values go into the channel,
-	// whose send state publishers change under b.mu.
-	w.b.mu.Lock()
-	defer w.b.mu.Unlock()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.inHand.Add(-int64(len(rest) - nPrefix))
-	if w.stopped.Load() {
-		clear(rest)
-		return
-	}
-	if w.ch != nil {
-		w.prependToChanLocked(rest, nPrefix)
-		clear(rest)
-		return
-	}
-	for i := len(rest) - 1; i >= 0; i-- {
-		w.pend.pushFront(rest[i])
-	}
-	clear(rest)
-	w.pendLen.Store(int64(w.pend.len()))
-	w.prefixLeft.Add(int64(nPrefix))
-}
-
-// prependToChanLocked puts vs, older than everything in ch, in front of
-// ch's values: it takes ch's values out, sends vs, and puts them back. They
-// fit: the watcher's queue never exceeds cap(ch). Called with b.mu and w.mu
-// held. If the channel is already closed (Shutdown ran while the values were
-// out), they cannot be delivered and are counted as dropped.
-func (w *Watcher[T]) prependToChanLocked(vs []T, nPrefix int) {
-	if w.chClosed {
-		for range vs {
-			w.drop()
-		}
-		return
-	}
-	tmp := w.takeAllLocked()
-	pin := uint64(0)
-	if w.chPrefix > w.sent {
-		pin = w.chPrefix - w.sent
-	}
-	w.chPrefix = w.sent + uint64(nPrefix) + pin
-	for _, v := range vs {
-		w.sendLocked(v)
-	}
-	for _, v := range tmp {
-		w.sendLocked(v)
-	}
-}
-
-// popBatchLocked appends up to cap(batch) of w's next values to batch, from
-// pend first, then from the ring, and reports how many were prefix values.
-func (w *Watcher[T]) popBatchLocked(batch []T) ([]T, int) {
-	nPrefix := 0
-	for w.pend.len() > 0 && len(batch) < cap(batch) {
-		batch = append(batch, w.pend.pop())
-		if w.prefixLeft.Load() > 0 {
-			w.prefixLeft.Add(-1)
-			nPrefix++
-		}
-	}
-	w.pendLen.Store(int64(w.pend.len()))
-	h := w.h.Load()
-	if t := w.b.tail.Load(); h < t && len(batch) < cap(batch) {
-		r := w.b.ring.Load()
-		n := min(t-h, uint64(cap(batch)-len(batch)))
-		for i := uint64(0); i < n; i++ {
-			batch = append(batch, r.buf[(h+i)&r.mask])
-		}
-		w.h.Store(h + n)
-	}
-	return batch, nPrefix
-}
-
-// popLocked takes w's next value: from pend, else from the ring.
-func (w *Watcher[T]) popLocked() (T, bool) {
-	if w.pend.len() > 0 {
-		v := w.pend.pop()
-		w.pendLen.Add(-1)
-		if w.prefixLeft.Load() > 0 {
-			w.prefixLeft.Add(-1)
-		}
-		return v, true
-	}
-	h := w.h.Load()
-	if t := w.b.tail.Load(); h < t {
-		r := w.b.ring.Load()
-		v := r.buf[h&r.mask]
-		w.h.Store(h + 1)
-		return v, true
-	}
-	var zero T
-	return zero, false
+	return v, true
 }
 
 // Stop unregisters the watcher. It is idempotent and safe from any
@@ -674,7 +565,7 @@ func (w *Watcher[T]) Stop() {
 // held.
 func (w *Watcher[T]) end() {
 	w.ended = true
-	if w.ch != nil && !w.chClosed && w.batchesOut == 0 {
+	if w.ch != nil && !w.chClosed {
 		close(w.ch)
 		w.chClosed = true
 	}
