@@ -140,3 +140,10 @@ func BenchmarkCache(b *testing.B) {
 	b.Run("herald", func(b *testing.B) { BenchCacheHerald(b, benchStream) })
 	b.Run("hashicorp", func(b *testing.B) { BenchCacheHashicorp(b, benchStream) })
 }
+
+// BenchmarkBucket compares the spam filter's token bucket with
+// golang.org/x/time/rate's Limiter (see bucket.go).
+func BenchmarkBucket(b *testing.B) {
+	b.Run("herald", BenchBucketHerald)
+	b.Run("xrate", BenchBucketXRate)
+}

@@ -69,6 +69,13 @@ func TestGuaranteeRepeatsPatchWithCounts(t *testing.T) {
 		if diff := cmp.Diff(want, sinkSteps(s)); diff != "" {
 			t.Fatalf("sink calls (-want +got):\n%s", diff)
 		}
+		// Each patch carries the ResourceVersion the sink returned last
+		// (the correlator learned it through UpdateState).
+		for i, c := range s.Calls()[1:] {
+			if want := fmt.Sprint(i + 1); c.Event.ResourceVersion != want {
+				t.Errorf("patch %d: ResourceVersion %q, want %q", i+1, c.Event.ResourceVersion, want)
+			}
+		}
 		stored := s.Events()
 		if len(stored) != 1 {
 			t.Fatalf("stored %d events, want 1", len(stored))

@@ -6,8 +6,6 @@ import (
 	"slices"
 	"sync"
 	"time"
-
-	"golang.org/x/time/rate"
 )
 
 // Defaults of [CorrelatorOptions], those of client-go's EventCorrelator.
@@ -114,7 +112,7 @@ type Correlator struct {
 	maxEvents   int
 	maxInterval time.Duration
 	burst       int
-	limit       rate.Limit
+	limit       float64 // spam filter refill, tokens per second
 	seed        maphash.Seed
 
 	// mu guards the three caches. It is held for map and list work only:
@@ -180,7 +178,7 @@ type logRecord struct {
 }
 
 type spamRecord struct {
-	lim *rate.Limiter
+	bucket bucket
 }
 
 // resultBox holds a result's Event and Patch in one allocation.
@@ -211,7 +209,7 @@ func NewCorrelator(o CorrelatorOptions) *Correlator {
 		maxEvents:   cmpOr(o.MaxEvents, DefaultMaxEvents),
 		maxInterval: cmpOr(o.MaxInterval, DefaultMaxInterval),
 		burst:       cmpOr(o.BurstSize, DefaultBurstSize),
-		limit:       rate.Limit(cmpOr(o.QPS, DefaultQPS)),
+		limit:       cmpOr(o.QPS, DefaultQPS),
 		seen:        newLRU[logKey, logRecord](size),
 		seed:        maphash.MakeSeed(),
 	}
@@ -390,11 +388,11 @@ func (c *Correlator) decide(e *Event, k *eventKeys) (d decision, box *resultBox)
 			sk = spamKey{custom: c.spamKeyFunc(&box.e)}
 			sh = maphash.String(c.seed, sk.custom)
 		}
-		b, found := c.spam.touch(sk, sh)
-		if !found || b.lim == nil {
-			b.lim = rate.NewLimiter(c.limit, c.burst)
+		r, found := c.spam.touch(sk, sh)
+		if !found {
+			r.bucket.reset(c.burst)
 		}
-		d.skip = !b.lim.AllowN(now, 1)
+		d.skip = !r.bucket.allow(now, c.limit, c.burst)
 	}
 	return d, box
 }

@@ -1,9 +1,13 @@
 package events
 
 import (
+	"math"
+	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
+	"golang.org/x/time/rate"
 )
 
 // BenchCacheHerald and BenchCacheHashicorp are the bodies of
@@ -46,4 +50,66 @@ func logKeys(stream []Event) []logKey {
 		keys[i] = eventKeyOf(&stream[i])
 	}
 	return keys
+}
+
+// BenchBucketHerald and BenchBucketXRate are the bodies of
+// BenchmarkBucket: herald's inline token bucket against
+// golang.org/x/time/rate, which client-go's spam filter uses, each making a
+// fresh bucket for one event in 16, as a busy correlator does.
+func BenchBucketHerald(b *testing.B) {
+	start := time.Now()
+	var bs [16]bucket
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		k := i % len(bs)
+		if i%256 < 16 {
+			bs[k].reset(DefaultBurstSize)
+		}
+		bs[k].allow(start.Add(time.Duration(i)*time.Second), DefaultQPS, DefaultBurstSize)
+		i++
+	}
+}
+
+func BenchBucketXRate(b *testing.B) {
+	start := time.Now()
+	var bs [16]*rate.Limiter
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		k := i % len(bs)
+		if i%256 < 16 {
+			bs[k] = rate.NewLimiter(DefaultQPS, DefaultBurstSize)
+		}
+		bs[k].AllowN(start.Add(time.Duration(i)*time.Second), 1)
+		i++
+	}
+}
+
+// TestBucketMatchesXRate replays random times, rates and bursts through a
+// bucket and a rate.Limiter: every decision must match.
+func TestBucketMatchesXRate(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for trial := range 200 {
+		limit := []float64{DefaultQPS, float64(float32(DefaultQPS)), 1, 0.5, 10, 0, math.MaxFloat64}[trial%7]
+		burst := []int{25, 1, 3, 0}[trial%4]
+		var bk bucket
+		bk.reset(burst)
+		lim := rate.NewLimiter(rate.Limit(limit), burst)
+		now := start
+		for i := range 500 {
+			switch rng.IntN(4) {
+			case 0:
+				now = now.Add(time.Duration(rng.IntN(600)) * time.Second)
+			case 1:
+				now = now.Add(time.Duration(rng.Int64N(int64(time.Second))))
+			case 2:
+				now = now.Add(-time.Duration(rng.IntN(10)) * time.Second) // backwards
+			}
+			if got, want := bk.allow(now, limit, burst), lim.AllowN(now, 1); got != want {
+				t.Fatalf("trial %d (limit %v, burst %d), step %d: bucket %v, rate.Limiter %v", trial, limit, burst, i, got, want)
+			}
+		}
+	}
 }

@@ -54,6 +54,12 @@ func sprintf(format string, args []any) string {
 
 func (r *recorder) generate(object ObjectReference, annotations map[string]string, eventtype, reason, message string) {
 	b := r.b
+	if b == nil || b.bc == nil {
+		// A Recorder of a nil or zero Broadcaster: still no panic.
+		slog.Default().Error("events: Recorder of a Broadcaster not made by NewBroadcaster, event dropped",
+			"reason", reason, "message", message)
+		return
+	}
 	if !validType(eventtype) {
 		b.invalid.Add(1)
 		e := &Event{InvolvedObject: object, Type: eventtype, Reason: reason, Message: message, Source: r.source}

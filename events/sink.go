@@ -76,7 +76,14 @@ func (wk *worker) recordToSink(sink Sink, corr *Correlator, e *Event) {
 			return // reported and counted by call
 		case err == nil:
 			b.written.Add(1)
-			if out != nil {
+			// The correlator already holds ev's identity and count as the
+			// latest observation (and this worker is its only user), so
+			// UpdateState matters only when the sink changed them. An
+			// aggregate event is observed under its group, where client-go's
+			// UpdateState would not find it either: it would only add an
+			// entry no event looks up.
+			if out != nil && !res.Aggregated && (out.Name != ev.Name || out.ResourceVersion != ev.ResourceVersion ||
+				out.Count != ev.Count || !out.FirstTimestamp.Equal(ev.FirstTimestamp)) {
 				corr.UpdateState(out)
 			}
 			return

@@ -120,7 +120,11 @@ func run(c config) error {
 		}
 		res := newResults()
 		res.add(b)
-		return report(c, res, nil, fmt.Sprintf("%s, from %s", runtime.Version(), c.from))
+		env := fmt.Sprintf("%s, from %s", runtime.Version(), c.from)
+		if run := res.config["compare-run"]; run != "" {
+			env = fmt.Sprintf("%s; from %s", run, c.from)
+		}
+		return report(c, res, nil, env)
 	}
 	start := time.Now()
 
@@ -155,6 +159,8 @@ func run(c config) error {
 		return err
 	}
 	defer raw.Close()
+	// A benchfmt configuration line, so that -from can say how the runs were made.
+	fmt.Fprintf(raw, "compare-run: %s\n", runDescription(c))
 	res := newResults()
 	for round := range c.count {
 		for _, j := range selected {
@@ -189,7 +195,7 @@ func run(c config) error {
 			}
 		}
 	}
-	err = report(c, res, benches, environment(res, c, time.Since(start)))
+	err = report(c, res, benches, environment(c, time.Since(start)))
 	if len(failures) > 0 {
 		for _, f := range failures {
 			fmt.Fprintln(os.Stderr, "FAIL", f)
@@ -311,14 +317,23 @@ func tail(b []byte, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-func environment(res *results, c config, took time.Duration) string {
-	cpu := res.config["cpu"]
-	if cpu == "" {
-		cpu = "unknown CPU"
+func environment(c config, took time.Duration) string {
+	return fmt.Sprintf("%s; %s in all", runDescription(c), took.Round(time.Second))
+}
+
+func runDescription(c config) string {
+	cpu := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+				cpu = strings.TrimSpace(v)
+				break
+			}
+		}
 	}
-	return fmt.Sprintf("%s, %s/%s, %d cores (GOMAXPROCS %d), %s; medians of %d interleaved runs, -benchtime %s; %s in all",
+	return fmt.Sprintf("%s, %s/%s, %d cores (GOMAXPROCS %d), %s; medians of %d interleaved runs, -benchtime %s",
 		runtime.Version(), runtime.GOOS, runtime.GOARCH, runtime.NumCPU(), runtime.GOMAXPROCS(0), cpu,
-		c.count, c.benchtime, took.Round(time.Second))
+		c.count, c.benchtime)
 }
 
 func copyFile(src, dst string) error {

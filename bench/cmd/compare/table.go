@@ -339,7 +339,7 @@ func (t *table) markdown(env string) string {
 	b.WriteString(`
 How each workload is measured (bench/*_test.go):
 
-1. One publisher, N watchers each draining in its own goroutine and checking order; the clock stops when every watcher has every value. herald is read once through ` + "`C()`" + ` and once through ` + "`All()`" + `; k8s through ` + "`ResultChan()`" + `. Allocations count the whole process, watchers' Stop included.
+1. One publisher, N watchers each draining in its own goroutine and checking order; the clock stops when every watcher has every value. herald is read once through ` + "`C()`" + ` and once through ` + "`All()`" + `; k8s through ` + "`ResultChan()`" + `. The clock starts once a warm-up value has reached every watcher and stops before the watchers are stopped; allocations count the whole process in between.
 2. ` + "`Publish`" + ` / ` + "`Action`" + ` in a ` + "`b.Loop`" + ` with nothing registered.
 3. ` + "`Watch()`" + ` then ` + "`Stop()`" + ` in a ` + "`b.Loop`" + ` while another goroutine publishes flat out; allocations count the publisher too (it allocates nothing on either side).
 4. 5000 watchers registered, nothing published; heap is ` + "`MemStats.HeapAlloc`" + ` after two GCs, before minus after, per watcher; goroutine stacks (` + "`StackInuse`" + `) are shown apart because HeapAlloc does not include them. herald is measured right after ` + "`Watch()`" + ` and again after ` + "`C()`" + ` on every watcher.
