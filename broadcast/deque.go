@@ -33,15 +33,6 @@ func (d *deque[T]) grow() {
 	d.buf, d.head = nb, 0
 }
 
-func (d *deque[T]) pushFront(v T) {
-	if d.n == len(d.buf) {
-		d.grow()
-	}
-	d.head = (d.head - 1 + len(d.buf)) % len(d.buf)
-	d.buf[d.head] = v
-	d.n++
-}
-
 func (d *deque[T]) pop() T {
 	var zero T
 	v := d.buf[d.head]
