@@ -72,7 +72,12 @@ func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) { c.logger = l })
 }
 
-// Stopper stops one watcher or sink started on a [Broadcaster].
+// Stopper stops one watcher or sink started on a [Broadcaster]. Stop is
+// idempotent and returns at once, also when called from inside the handler:
+// nothing more is queued for it, what is still queued is discarded, a retry
+// in progress gives up (counted in [Stats].Failed) and the sink's context is
+// canceled. Its goroutine exits when the call in progress returns;
+// [Broadcaster.Shutdown] waits for that.
 type Stopper interface{ Stop() }
 
 // Stats is a snapshot of a [Broadcaster]'s counters. Counts for sinks and
@@ -353,7 +358,8 @@ func (b *Broadcaster) Stats() Stats {
 // events not written are counted in [Stats].Abandoned and reported, and a
 // worker still inside a sink call or handler exits as soon as that call
 // returns. Calls after the first wait for it and return nil (or their own
-// ctx.Err()). A nil ctx means context.Background().
+// ctx.Err()). A nil ctx means context.Background(). Shutdown waits for the
+// handlers and sinks: calling it from one of them waits until ctx ends.
 func (b *Broadcaster) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		ctx = context.Background()
@@ -381,11 +387,17 @@ func (b *Broadcaster) Shutdown(ctx context.Context) error {
 	// the watchers end once their queues are read.
 	if err := b.bc.Shutdown(ctx); err == nil {
 		select {
-		case <-b.allDone:
+		case <-b.allDone: // first: nothing left to write is a success, whatever ctx says
+		default:
+			select {
+			case <-b.allDone:
+			case <-ctx.Done():
+			}
+		}
+		if isClosed(b.allDone) {
 			b.cancel()
 			b.rep.flush()
 			return nil
-		case <-ctx.Done():
 		}
 	}
 	if ctx.Err() == nil {
@@ -403,6 +415,15 @@ func (b *Broadcaster) Shutdown(ctx context.Context) error {
 		slog.Any("err", ctx.Err()), slog.Int("workersRunning", running))
 	b.rep.flush()
 	return ctx.Err()
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // objectName is "namespace/name", or "name" without a namespace.

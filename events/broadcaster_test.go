@@ -735,3 +735,24 @@ func TestOptionsPanic(t *testing.T) {
 		}()
 	}
 }
+
+// Shutdown with a ctx that has already ended does not wait, and loses
+// nothing that was written already.
+func TestShutdownExpiredContext(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := newLogged()
+		s := startSink(t, b)
+		b.NewRecorder(src).Event(pod, events.Normal, "A", "m")
+		synctest.Wait() // written already
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		start := time.Now()
+		if err := b.Shutdown(ctx); err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("Shutdown: %v", err)
+		}
+		synctest.Wait()
+		if time.Since(start) != 0 || len(s.Events()) != 1 || b.Stats().Abandoned != 0 {
+			t.Fatalf("waited %v, stored %d, Stats %+v", time.Since(start), len(s.Events()), b.Stats())
+		}
+	})
+}

@@ -39,7 +39,8 @@
 // change how events are grouped. The default keys are comparable structs,
 // so distinct events never share a key (client-go joins the fields with no
 // separator). Package [github.com/heraldgo/herald/events/eventstest] has a
-// FakeRecorder and a FakeSink for tests.
+// FakeRecorder and a FakeSink for tests. DESIGN.md, beside this file, records
+// the design choices and their measurements.
 //
 // # Guarantees
 //

@@ -66,6 +66,11 @@ func (wk *worker) run() {
 			"events: events abandoned at Shutdown",
 			slog.String("by", wk.name), slog.Uint64("abandoned", abandoned))
 	}
+	if wk.b.closed.Load() {
+		// After a Shutdown that gave up, this worker may be the last to
+		// count something: report what the rate limit held back.
+		wk.b.rep.flush()
+	}
 }
 
 // handle runs a handler call, turning a panic into a report.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
@@ -140,37 +141,39 @@ func TestFakeSink(t *testing.T) {
 }
 
 func TestFakeSinkHookAndWait(t *testing.T) {
-	s := &eventstest.FakeSink{}
-	release := make(chan struct{})
-	s.Hook = func(ctx context.Context, op eventstest.Op, e *events.Event) error {
-		if e.Reason == "Slow" {
-			<-release
+	synctest.Test(t, func(t *testing.T) {
+		s := &eventstest.FakeSink{}
+		release := make(chan struct{})
+		s.Hook = func(ctx context.Context, op eventstest.Op, e *events.Event) error {
+			if e.Reason == "Slow" {
+				<-release
+			}
+			if e.Reason == "Refuse" {
+				return events.ErrRejected
+			}
+			return nil
 		}
-		if e.Reason == "Refuse" {
-			return events.ErrRejected
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			s.Create(context.Background(), &events.Event{Name: "a", Reason: "Slow"})
+			s.Create(context.Background(), &events.Event{Name: "b", Reason: "Refuse"})
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if err := s.WaitCalls(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("WaitCalls while the hook blocks: %v", err)
 		}
-		return nil
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		s.Create(context.Background(), &events.Event{Name: "a", Reason: "Slow"})
-		s.Create(context.Background(), &events.Event{Name: "b", Reason: "Refuse"})
-	}()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-	defer cancel()
-	if err := s.WaitCalls(ctx, 1); !errors.Is(err, context.DeadlineExceeded) {
-		t.Fatalf("WaitCalls while the hook blocks: %v", err)
-	}
-	close(release)
-	if err := s.WaitCalls(context.Background(), 2); err != nil {
-		t.Fatal(err)
-	}
-	<-done
-	calls := s.Calls()
-	if len(calls) != 2 || calls[1].Err == nil || len(s.Events()) != 1 {
-		t.Fatalf("calls %+v", calls)
-	}
+		close(release)
+		if err := s.WaitCalls(context.Background(), 2); err != nil {
+			t.Fatal(err)
+		}
+		<-done
+		calls := s.Calls()
+		if len(calls) != 2 || !errors.Is(calls[1].Err, events.ErrRejected) || len(s.Events()) != 1 {
+			t.Fatalf("calls %+v", calls)
+		}
+	})
 }
 
 func TestMixedStream(t *testing.T) {
