@@ -1,6 +1,7 @@
-// Command quickstart shows herald's broadcast package in one minute: one
-// broadcaster, a lossless and a lossy watcher, the registration barrier, and
-// a shutdown with a deadline. Run it with `make demo`.
+// Command quickstart shows herald in one minute: one broadcaster with a
+// lossless and a lossy watcher, the registration barrier and a shutdown with
+// a deadline; then an event recorder feeding a console sink, with counts
+// growing and an aggregated event. Run it with `make demo`.
 package main
 
 import (
@@ -10,9 +11,17 @@ import (
 	"time"
 
 	"github.com/heraldgo/herald/broadcast"
+	"github.com/heraldgo/herald/events"
 )
 
 func main() {
+	fanout()
+	fmt.Println()
+	record()
+}
+
+func fanout() {
+	fmt.Println("== broadcast: one publisher, a lossless and a lossy watcher")
 	b := broadcast.New[int]()
 
 	// Published before anyone watches: nobody will see these.
@@ -55,4 +64,39 @@ func main() {
 	fmt.Printf("ui (DropOldest/5): got %v, dropped %d\n", shown, ui.Dropped())
 	st := b.Stats()
 	fmt.Printf("stats: published %d, dropped %d, watchers %d\n", st.Published, st.Dropped, st.Watchers)
+}
+
+// consoleSink prints what an API server would store.
+type consoleSink struct{}
+
+func (consoleSink) Create(_ context.Context, e *events.Event) (*events.Event, error) {
+	fmt.Printf("create %-7s %-9s count=%d  %s\n", e.Type, e.Reason, e.Count, e.Message)
+	return e, nil
+}
+
+func (consoleSink) Patch(_ context.Context, e *events.Event, p events.Patch) (*events.Event, error) {
+	fmt.Printf("patch  %-7s %-9s count=%d  %s\n", e.Type, e.Reason, p.Count, p.Message)
+	return e, nil
+}
+
+func record() {
+	fmt.Println("== events: a recorder, the correlator, a console sink")
+	b := events.NewBroadcaster()
+	if _, err := b.StartRecordingToSink(consoleSink{}); err != nil {
+		panic(err)
+	}
+	rec := b.NewRecorder(events.Source{Component: "quickstart"})
+	pod := events.ObjectReference{Kind: "Pod", Namespace: "default", Name: "web-0"}
+	for range 3 { // the same event again: one create, then patches counting up
+		rec.Event(pod, events.Normal, "Pulled", "image pulled")
+	}
+	for i := 1; i <= 12; i++ { // near-duplicates: nine creates, then one aggregate event
+		rec.Eventf(pod, events.Warning, "Unhealthy", "probe failed: %d", i)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.Shutdown(ctx); err != nil { // flushes what was recorded
+		fmt.Println("shutdown:", err)
+	}
+	fmt.Printf("stats: %+v\n", b.Stats())
 }
