@@ -483,10 +483,22 @@ func (b *Broadcaster[T]) remove(w *Watcher[T]) {
 	if w.ch != nil {
 		list = &b.chanW
 	}
+	if !unlink(list, w) {
+		return
+	}
+	b.nWatchers--
+	if w.policy.kind == kindBlockFor {
+		b.nBlockFor.Add(-1)
+	}
+}
+
+// unlink removes w from *list in O(1) by moving the last watcher into its
+// place, and reports whether w was there. Called with b.mu held.
+func unlink[T any](list *[]*Watcher[T], w *Watcher[T]) bool {
 	l := *list
 	i := w.index
 	if i < 0 || i >= len(l) || l[i] != w {
-		return
+		return false
 	}
 	last := len(l) - 1
 	l[i] = l[last]
@@ -494,10 +506,7 @@ func (b *Broadcaster[T]) remove(w *Watcher[T]) {
 	l[last] = nil
 	*list = l[:last]
 	w.index = -1
-	b.nWatchers--
-	if w.policy.kind == kindBlockFor {
-		b.nBlockFor.Add(-1)
-	}
+	return true
 }
 
 // Stats returns a snapshot of the broadcaster's counters.

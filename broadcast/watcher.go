@@ -375,14 +375,7 @@ func (w *Watcher[T]) C() <-chan T {
 		return w.ch
 	}
 	// Move w from the ring list to the channel list.
-	list := b.ringW
-	if i := w.index; i >= 0 && i < len(list) && list[i] == w {
-		last := len(list) - 1
-		list[i] = list[last]
-		list[i].index = i
-		list[last] = nil
-		b.ringW = list[:last]
-	}
+	unlink(&b.ringW, w)
 	w.index = len(b.chanW)
 	b.chanW = append(b.chanW, w)
 	if w.roomWanted.Swap(false) {
