@@ -67,10 +67,28 @@
 // Nothing is lost silently: events dropped at a full queue or after
 // Shutdown, invalid events, events the spam filter skipped or aggregated,
 // and events a sink did not store are counted in [Broadcaster.Stats] and
-// reported to the [WithLogger] logger (slog.Default() otherwise). Reports of
-// one kind are logged at once, then at most once per 10 seconds with the
-// count since the last one, so that a flood of drops does not become a flood
-// of log lines.
+// reported to the [WithLogger] logger (slog.Default() otherwise).
+//
+// # Reports
+//
+// Reports of one kind are logged at once, then at most once per 10 seconds
+// with the count since the last one (the attribute "count"), and what is
+// left at Shutdown, so that a flood of drops does not become a flood of log
+// lines. Their levels:
+//
+//   - Warn: events lost to load or to the lifecycle: a full queue
+//     ([WithQueueLength]), an event recorded after Shutdown began.
+//   - Error: events lost to a bug or to a failing sink: a Type other than
+//     Normal or Warning, a Recorder of a Broadcaster not made by
+//     NewBroadcaster, an event the sink rejected, retries exhausted or cut
+//     short by Stop or Shutdown, events abandoned when Shutdown's ctx ended.
+//     Two Error reports are logged every time, because each is rare and
+//     carries its own information: a handler or sink that panicked (with the
+//     panic value and stack) and Shutdown giving up.
+//   - Info: the correlator's routine decisions: events the spam filter
+//     skipped (a policy that [Disable] turns off) and events written as part
+//     of an aggregate event (their occurrences are counted in it).
+//   - Debug: each retry of a sink write, at most one per retry sleep.
 //
 // # Concurrency
 //

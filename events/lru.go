@@ -5,14 +5,13 @@ package events
 //
 // It exists instead of hashicorp/golang-lru/v2 for the correlator's access
 // pattern, "find the record for this key, or make one, then update it in
-// place", on keys of a dozen strings:
+// place", on the correlator's encoded keys (see eventKeys):
 //
-//   - the caller hashes each event's fields once, for all three caches
-//     (see [Correlator.keysOf]), and the map is keyed by that hash, with a
-//     chain for the rare collision; a map keyed by the struct hashes all its
-//     strings again on every lookup, insert and delete;
-//   - [lru.touch] is one lookup, and once the cache is full the evicted
-//     slot is reused for the new key, so a miss allocates nothing;
+//   - the caller hashes each key once, before taking its lock, and the
+//     map is keyed by that hash, with a chain for the rare collision;
+//   - a lookup ([lookupBytes]) compares the caller's bytes in place, so a
+//     key that is found costs no string; [lru.touch] is one lookup, and
+//     once the cache is full the evicted slot is reused for the new key;
 //   - entries live in slices indexed by int32, with the recency list in a
 //     compact array of its own: moving an entry to the front touches 24-byte
 //     links that stay in the processor's cache, not three scattered
@@ -56,13 +55,34 @@ func newLRU[K comparable, V any](max int) *lru[K, V] {
 // caller resets it, and may reuse its allocations. v is valid until the next
 // call.
 func (c *lru[K, V]) touch(k K, h uint64) (v *V, found bool) {
-	head := c.index[h]
-	for i := head; i != 0; i = c.links[i].chain {
+	for i := c.index[h]; i != 0; i = c.links[i].chain {
 		if c.keys[i] == k {
 			c.moveToFront(i)
 			return &c.vals[i], true
 		}
 	}
+	return &c.vals[c.insert(k, h)], false
+}
+
+// lookupBytes finds the key equal to string(k), whose hash is h, makes it
+// the most recent key and returns its slot; 0 if it is absent. k is
+// compared in place, never converted to a string, so a key that is found
+// costs no allocation.
+func lookupBytes[V any](c *lru[string, V], k []byte, h uint64) int32 {
+	for i := c.index[h]; i != 0; i = c.links[i].chain {
+		if c.keys[i] == string(k) {
+			c.moveToFront(i)
+			return i
+		}
+	}
+	return 0
+}
+
+// insert stores k, which is absent, as the most recent key, evicting the
+// least recent one if the cache is full, and returns its slot. vals[slot]
+// holds whatever the reused slot held.
+func (c *lru[K, V]) insert(k K, h uint64) int32 {
+	head := c.index[h]
 	var i int32
 	if c.len() >= c.max {
 		i = c.links[0].prev // the least recently used
@@ -82,7 +102,7 @@ func (c *lru[K, V]) touch(k K, h uint64) (v *V, found bool) {
 	c.links[i].hash, c.links[i].chain = h, head
 	c.index[h] = i
 	c.pushFront(i)
-	return &c.vals[i], false
+	return i
 }
 
 // len returns the number of keys held.

@@ -56,8 +56,8 @@ func (r *recorder) generate(object ObjectReference, annotations map[string]strin
 	b := r.b
 	if b == nil || b.bc == nil {
 		// A Recorder of a nil or zero Broadcaster: still no panic.
-		slog.Default().Error("events: Recorder of a Broadcaster not made by NewBroadcaster, event dropped",
-			"reason", reason, "message", message)
+		orphanReports.add(causeNoBroadcaster, 1,
+			&Event{InvolvedObject: object, Type: eventtype, Reason: reason, Message: message, Source: r.source}, nil)
 		return
 	}
 	if !validType(eventtype) {

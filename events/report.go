@@ -12,6 +12,18 @@ import (
 // report, so a flood of drops or skips costs a few log lines, not one per
 // event (logging each would add load exactly when the process is
 // overloaded). Shutdown reports what is left.
+//
+// The levels (doc.go, "Reports", tells users): Warn for events lost to load
+// or to the broadcaster's lifecycle (a full queue, recording after
+// Shutdown); Error for events lost to a bug or a failing sink (an invalid
+// type, a Recorder of a zero Broadcaster, a rejected event, retries
+// exhausted or cut short, events abandoned at Shutdown); Info for the
+// correlator's routine decisions, which lose no occurrence from the counts
+// a user reads (aggregation) or withhold events by a policy the user can
+// turn off (the spam filter). Two reports are not rate-limited, because each
+// is rare and carries its own information: a handler's or sink's panic
+// (Error, with its stack; worker.go) and Shutdown giving up (Error, once).
+// A retry is logged at Debug (sink.go), at most once per retry sleep.
 const reportInterval = 10 * time.Second
 
 type cause int
@@ -25,6 +37,7 @@ const (
 	causeRejected
 	causeRetriesExhausted
 	causeGaveUp
+	causeNoBroadcaster
 	nCauses
 )
 
@@ -40,7 +53,12 @@ var causeInfo = [nCauses]struct {
 	causeRejected:         {slog.LevelError, "events: sink rejected event, will not retry"},
 	causeRetriesExhausted: {slog.LevelError, "events: unable to write event, retry limit exceeded"},
 	causeGaveUp:           {slog.LevelError, "events: unable to write event, stopped or shut down while retrying"},
+	causeNoBroadcaster:    {slog.LevelError, "events: Recorder of a Broadcaster not made by NewBroadcaster, event dropped"},
 }
+
+// orphanReports reports for the Recorders of a nil or zero Broadcaster,
+// which have no reporter of their own.
+var orphanReports reporter
 
 // reporter logs counted troubles, at most once per reportInterval per cause.
 // It is lock-free: Recorders call it.
