@@ -41,7 +41,8 @@ type Stats struct {
 
 // A Broadcaster fans every published value out to every registered watcher,
 // in one total order, under each watcher's [Policy]. Create one with [New];
-// all methods are safe for concurrent use. It starts no goroutines.
+// all methods are safe for concurrent use. Its only goroutines are the
+// forwarders of watchers read through [Watcher.C], one each.
 type Broadcaster[T any] struct {
 	cfg config
 
@@ -494,12 +495,16 @@ func (b *Broadcaster[T]) Stats() Stats {
 // TryPublish, Watch and WatchWithPrefix return [ErrClosed]. A Publish still
 // waiting for a full Block watcher may finish until ctx ends; then it gives
 // up (its value is dropped, counted, for the watchers it had not reached).
-// Every value whose Publish returned nil stays readable: through C(), which
-// is then closed, or through All(), which then ends. Shutdown returns nil,
-// or ctx.Err() if ctx ended first; either way every watcher is closed and no
-// goroutine of the broadcaster remains (it starts none). Calls after the
-// first wait for it to finish and return nil (or their own ctx.Err()).
-// Shutdown(nil) returns an error and does nothing.
+// Every value whose Publish returned nil is then delivered: a watcher read
+// through All() keeps it readable, and its loop ends after the last one; a
+// watcher read through C() gets it in its channel, which is then closed.
+// A C() channel buffers at most [ChannelBuffer] values, so Shutdown waits
+// for C() readers to take the rest of their queues; if ctx ends first, the
+// channels keep what they hold and the rest is dropped (counted in
+// Dropped). Shutdown returns nil, or ctx.Err() if ctx ended first; either
+// way every watcher is closed and every goroutine of the broadcaster has
+// exited. Calls after the first wait for it to finish and return nil (or
+// their own ctx.Err()). Shutdown(nil) returns an error and does nothing.
 func (b *Broadcaster[T]) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return errNilContext

@@ -241,6 +241,14 @@ func (w *Watcher[T]) discardOldestLocked(s uint64) bool {
 // the queue length. Because the forwarder must hand the queue over before
 // the channel is closed, Shutdown waits for C readers to take what does not
 // fit in the channel (see [Broadcaster.Shutdown]).
+//
+// Two approximations, both only while a reader is receiving: under [Block]
+// and [BlockFor] after WatchWithPrefix, when queue length plus prefix fit
+// in the channel, the channel may hold up to len(prefix) values beyond the
+// queue length once the prefix has been read (a channel cannot tell its
+// sender when a value was received); and under [DropOldest], when the
+// oldest value is the one the forwarder is handing over, the new value is
+// dropped instead. A watcher that does not read holds exactly its queue.
 func (w *Watcher[T]) C() <-chan T {
 	w.mu.Lock()
 	if ch := w.ch; ch != nil {
