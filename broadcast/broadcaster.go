@@ -41,7 +41,8 @@ type Stats struct {
 
 // A Broadcaster fans every published value out to every registered watcher,
 // in one total order, under each watcher's [Policy]. Create one with [New];
-// all methods are safe for concurrent use. It starts no goroutines.
+// all methods are safe for concurrent use. Its only goroutines are the
+// forwarders of watchers read through [Watcher.C], one each.
 type Broadcaster[T any] struct {
 	cfg config
 
@@ -54,19 +55,23 @@ type Broadcaster[T any] struct {
 	closed    bool          // Shutdown began
 	busy      bool          // a publisher is waiting; others queue on turn
 	turn      chan struct{} // closed when busy clears (nil if nobody waits)
-	inflight  bool          // a committed value is still being delivered
-	inflSeq   uint64        // its sequence number
-	ringW     []*Watcher[T] // watchers read from the ring (C never called)
-	chanW     []*Watcher[T] // watchers read through C: values are sent to them
-	attn      uint64        // no ring watcher needs attention before this seq
+	watchers  []*Watcher[T] // every registered watcher; each reads the ring
+	attn      uint64        // no watcher needs attention before this seq
+	direct    []*Watcher[T] // scratch: full C() watchers a publish sends to directly
 	nWatchers int
-	slow      []*Watcher[T] // scratch: channel watchers a publish waits for
 	shutting  bool
 	shutDone  chan struct{} // closed when the first Shutdown has finished
 
-	closedCh chan struct{} // closed when Shutdown begins: wakes turn waiters
-	abort    chan struct{} // closed when Shutdown's ctx ends: waits give up
-	roomCh   chan struct{} // cap 1: a waiting publisher should re-check
+	closedCh  chan struct{} // closed when Shutdown begins: wakes turn waiters
+	abort     chan struct{} // closed when Shutdown's ctx ends: waits give up
+	abortOnce sync.Once
+	roomCh    chan struct{} // cap 1: a waiting publisher should re-check
+
+	// fwd counts the forwarding goroutines of C() channels (see forward in
+	// watcher.go); Shutdown waits for them. noSpawn, guarded by pmu, is set
+	// by Shutdown once it has taken charge of every watcher's forwarder.
+	fwd     sync.WaitGroup
+	noSpawn bool
 
 	nBlockFor atomic.Int32            // registered BlockFor watchers
 	tail      atomic.Uint64           // next sequence number; also the count of values published
@@ -182,36 +187,52 @@ func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, erro
 		w8.now = time.Now()
 	}
 
-	// Phase 1, before the commit: a full Block watcher read through All gets
-	// nothing until it has room, so v stays invisible while we wait.
+	// Phase 1, before the commit: a full Block watcher gets nothing until
+	// it has room, so v stays invisible while we wait.
 	for {
-		full, deadline := b.fullRingBlockers(s, &w8)
-		if try && !full {
-			full = b.fullChanBlockers()
-		}
-		if !full {
+		full, deadline := b.fullBlockers(s, &w8)
+		direct := b.direct
+		if !full && len(direct) == 0 {
 			break
 		}
 		if try {
+			clear(direct)
+			b.direct = direct[:0]
 			b.mu.Unlock()
 			return false, nil
 		}
 		b.busy = true
 		b.mu.Unlock()
-		if spins < publisherSpins {
-			// Readers usually make room within a scheduling round; yielding
-			// is much cheaper than parking on roomCh and being woken.
-			spins++
-			runtime.Gosched()
+		if full {
+			clear(direct)
+			b.direct = direct[:0]
+			if spins < publisherSpins {
+				// Readers usually make room within a scheduling round;
+				// yielding is much cheaper than parking on roomCh.
+				spins++
+				runtime.Gosched()
+				b.mu.Lock()
+				continue
+			}
+			stop, err := w8.wait(ctx, b.roomCh, b.abort, deadline)
 			b.mu.Lock()
+			if stop {
+				w8.giveUp = true
+				result = err
+			}
 			continue
 		}
-		stop, err := w8.wait(ctx, b.roomCh, b.abort, deadline)
-		b.mu.Lock()
-		if stop {
-			w8.giveUp = true
-			result = err
+		// Every full watcher left holds its whole queue in its channel:
+		// hand v to each directly, which waits for its reader (see
+		// sendDirect). b.direct is ours while busy.
+		for _, w := range direct {
+			if err := w.sendDirect(ctx, v, s, &w8); err != nil && result == nil {
+				result = err
+			}
 		}
+		clear(direct)
+		b.mu.Lock()
+		b.direct = direct[:0]
 	}
 
 	// Phase 2, the commit.
@@ -222,39 +243,6 @@ func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, erro
 		r.buf[s&r.mask] = v
 	}
 	b.tail.Store(s + 1)
-	if len(b.chanW) == 0 && !b.busy {
-		// The common case: nobody to send to, nobody waiting.
-		b.mu.Unlock()
-		w8.stop()
-		b.wakeParked()
-		return true, result
-	}
-	slow := b.slow[:0]
-	for _, w := range b.chanW {
-		if w.offer(v, &w8) {
-			slow = append(slow, w)
-		}
-	}
-
-	// Phase 3: channel watchers under Block that were full. v is visible to
-	// everyone else now; a watcher registering meanwhile starts at v (see
-	// inflight in watch), so the barrier holds for a Publish that returns
-	// after its Watch.
-	if len(slow) > 0 {
-		b.busy = true
-		b.inflight, b.inflSeq = true, s
-		b.mu.Unlock()
-		b.wakeParked()
-		for _, w := range slow {
-			if err := w.sendBlocking(ctx, b, v, &w8); err != nil && result == nil {
-				result = err
-			}
-		}
-		clear(slow)
-		b.mu.Lock()
-		b.inflight = false
-	}
-	b.slow = slow[:0]
 	if b.busy {
 		b.busy = false
 		if b.turn != nil {
@@ -331,31 +319,39 @@ func (ws *waitState) wait(ctx context.Context, room, abort <-chan struct{}, dead
 	return give, err
 }
 
-// fullRingBlockers reports whether a Block or unexpired BlockFor watcher
-// read through All is full for seq s, marking each such watcher so that its
-// reader signals roomCh, and returns the earliest BlockFor deadline among
-// them (zero if none). Called with b.mu held.
-func (b *Broadcaster[T]) fullRingBlockers(s uint64, ws *waitState) (bool, time.Time) {
+// fullBlockers reports whether a Block or unexpired BlockFor watcher is
+// full for seq s, marking each such watcher so that its reader (or
+// forwarder) signals roomCh when it makes room, and returns the earliest
+// BlockFor deadline among them (zero if none). Full watchers whose whole
+// queue is in their C() channel cannot signal (nobody sees a receive from a
+// full channel but a blocked sender), so they are put on b.direct instead:
+// the publisher sends v to them itself. Called with b.mu held.
+func (b *Broadcaster[T]) fullBlockers(s uint64, ws *waitState) (bool, time.Time) {
 	if s < b.attn {
 		return false, time.Time{}
 	}
 	full := false
 	var deadline time.Time
 	R := b.ringSize()
-	for _, w := range b.ringW {
+	for _, w := range b.watchers {
 		if !w.policy.waits() || w.attnSeq(R) > s {
 			continue
 		}
 		w.mu.Lock()
 		w.roomWanted.Store(true)
-		if w.queuedLocked(s) >= w.queueLen && !ws.expired(w.policy) {
-			full = true
+		if w.h.Load() <= s && w.queuedLocked(s) >= w.queueLen && !ws.expired(w.policy) {
 			if ws.start.IsZero() {
 				ws.start = time.Now()
 				ws.now = ws.start
 			}
-			if d := ws.deadline(w.policy); !d.IsZero() && (deadline.IsZero() || d.Before(deadline)) {
-				deadline = d
+			if w.directLocked(s) {
+				w.roomWanted.Store(false)
+				b.direct = append(b.direct, w)
+			} else {
+				full = true
+				if d := ws.deadline(w.policy); !d.IsZero() && (deadline.IsZero() || d.Before(deadline)) {
+					deadline = d
+				}
 			}
 		} else {
 			w.roomWanted.Store(false)
@@ -365,21 +361,7 @@ func (b *Broadcaster[T]) fullRingBlockers(s uint64, ws *waitState) (bool, time.T
 	return full, deadline
 }
 
-// fullChanBlockers reports whether a Block or BlockFor watcher read through
-// C is full. Only TryPublish asks: Publish waits for those after the commit.
-func (b *Broadcaster[T]) fullChanBlockers() bool {
-	for _, w := range b.chanW {
-		if !w.policy.waits() {
-			continue
-		}
-		if !w.chClosed && w.chanQueuedLocked() >= w.queueLen {
-			return true
-		}
-	}
-	return false
-}
-
-// attend handles every ring watcher that needs it before seq s is written:
+// attend handles every watcher that needs it before seq s is written:
 // full lossy watchers get their policy applied, watchers about to be lapped
 // get their values copied out of the ring. It recomputes b.attn. Called with
 // b.mu held, only when s >= b.attn, which is rare unless a watcher is full.
@@ -387,7 +369,7 @@ func (b *Broadcaster[T]) attend(s uint64, ws *waitState) {
 	r := b.ring.Load()
 	R := b.ringSize()
 	next := uint64(math.MaxUint64)
-	for _, w := range b.ringW {
+	for _, w := range b.watchers {
 		if w.attnSeq(R) <= s {
 			w.mu.Lock()
 			w.attendLocked(s, r, ws)
@@ -461,13 +443,9 @@ func (b *Broadcaster[T]) watch(prefix []T, opts []Option) (*Watcher[T], error) {
 		return nil, ErrClosed
 	}
 	b.ensureRing(cfg.queueLen)
-	start := b.tail.Load()
-	if b.inflight {
-		start = b.inflSeq
-	}
-	w.h.Store(start)
-	w.index = len(b.ringW)
-	b.ringW = append(b.ringW, w)
+	w.h.Store(b.tail.Load())
+	w.index = len(b.watchers)
+	b.watchers = append(b.watchers, w)
 	b.nWatchers++
 	if w.policy.kind == kindBlockFor {
 		b.nBlockFor.Add(1)
@@ -479,11 +457,7 @@ func (b *Broadcaster[T]) watch(prefix []T, opts []Option) (*Watcher[T], error) {
 
 // remove unregisters w. Called with b.mu held.
 func (b *Broadcaster[T]) remove(w *Watcher[T]) {
-	list := &b.ringW
-	if w.ch != nil {
-		list = &b.chanW
-	}
-	if !unlink(list, w) {
+	if !unlink(&b.watchers, w) {
 		return
 	}
 	b.nWatchers--
@@ -521,12 +495,16 @@ func (b *Broadcaster[T]) Stats() Stats {
 // TryPublish, Watch and WatchWithPrefix return [ErrClosed]. A Publish still
 // waiting for a full Block watcher may finish until ctx ends; then it gives
 // up (its value is dropped, counted, for the watchers it had not reached).
-// Every value whose Publish returned nil stays readable: through C(), which
-// is then closed, or through All(), which then ends. Shutdown returns nil,
-// or ctx.Err() if ctx ended first; either way every watcher is closed and no
-// goroutine of the broadcaster remains (it starts none). Calls after the
-// first wait for it to finish and return nil (or their own ctx.Err()).
-// Shutdown(nil) returns an error and does nothing.
+// Every value whose Publish returned nil is then delivered: a watcher read
+// through All() keeps it readable, and its loop ends after the last one; a
+// watcher read through C() gets it in its channel, which is then closed.
+// A C() channel buffers at most [ChannelBuffer] values, so Shutdown waits
+// for C() readers to take the rest of their queues; if ctx ends first, the
+// channels keep what they hold and the rest is dropped (counted in
+// Dropped). Shutdown returns nil, or ctx.Err() if ctx ended first; either
+// way every watcher is closed and every goroutine of the broadcaster has
+// exited. Calls after the first wait for it to finish and return nil (or
+// their own ctx.Err()). Shutdown(nil) returns an error and does nothing.
 func (b *Broadcaster[T]) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return errNilContext
@@ -562,7 +540,7 @@ func (b *Broadcaster[T]) Shutdown(ctx context.Context) error {
 			case <-t:
 			case <-ctx.Done():
 				err = ctx.Err()
-				close(b.abort)
+				b.abortWaits()
 				<-t
 			}
 		} else {
@@ -570,21 +548,51 @@ func (b *Broadcaster[T]) Shutdown(ctx context.Context) error {
 		}
 		b.mu.Lock()
 	}
-	for _, list := range [][]*Watcher[T]{b.ringW, b.chanW} {
-		for _, w := range list {
-			w.mu.Lock()
-			w.end()
-			w.index = -1
-			w.mu.Unlock()
-		}
+	for _, w := range b.watchers {
+		w.mu.Lock()
+		w.end()
+		w.index = -1
+		w.mu.Unlock()
 	}
-	clear(b.ringW)
-	clear(b.chanW)
-	b.ringW, b.chanW, b.nWatchers = nil, nil, 0
+	clear(b.watchers)
+	b.watchers, b.nWatchers = nil, 0
 	b.nBlockFor.Store(0)
+	b.mu.Unlock()
+
+	// From here no forwarder is started by a publisher's wake-up: end took
+	// charge of every C() channel (closed it, or made sure a forwarder
+	// drains it). Wait for the forwarders to hand their values to readers,
+	// or for ctx: then they drop what is left (counted), close and exit.
+	b.pmu.Lock()
+	b.noSpawn = true
+	b.pmu.Unlock()
+	if err == nil {
+		drained := make(chan struct{})
+		go func() {
+			b.fwd.Wait()
+			close(drained)
+		}()
+		select {
+		case <-drained:
+		case <-ctx.Done():
+			err = ctx.Err()
+			b.abortWaits()
+			<-drained
+		}
+	} else {
+		b.fwd.Wait()
+	}
+
+	b.mu.Lock()
 	close(b.shutDone)
 	b.mu.Unlock()
 	return err
+}
+
+// abortWaits makes every waiting publisher and forwarder give up: Shutdown's
+// ctx ended.
+func (b *Broadcaster[T]) abortWaits() {
+	b.abortOnce.Do(func() { close(b.abort) })
 }
 
 // park records that w's reader waits for a value.
@@ -607,9 +615,18 @@ func (b *Broadcaster[T]) wakeParked() {
 	b.pmu.Lock()
 	for i, w := range b.parked {
 		w.parked = false
-		select {
-		case w.wake <- struct{}{}:
-		default:
+		if w.fwdPending.Load() && w.fwdPending.CompareAndSwap(true, false) {
+			// A C() channel whose forwarder is not running yet: values
+			// arrived, start it. Shutdown takes charge once noSpawn is set.
+			if !b.noSpawn {
+				b.fwd.Add(1)
+				go w.forward()
+			}
+		} else {
+			select {
+			case w.wake <- struct{}{}:
+			default:
+			}
 		}
 		b.parked[i] = nil
 	}

@@ -54,9 +54,12 @@
 // called from any goroutine, also from inside the reading loop and while a
 // Publish waits for that watcher, which it releases at once.
 //
-// The broadcaster starts no goroutines: publishers write into a shared ring
-// (and into the channels of watchers read through C), readers take from it.
-// docs/design.md describes the data path and its costs.
+// The broadcaster starts no goroutines for publishing or for All: publishers
+// write into a shared ring, readers take from it. A watcher read through C
+// gets one goroutine, started when its first value arrives, that forwards
+// its queue from the ring into a channel of at most [ChannelBuffer] values;
+// it exits when the watcher is stopped or, after Shutdown, once its queue
+// is handed over. docs/design.md describes the data path and its costs.
 //
 // # Shutdown
 //
@@ -64,8 +67,13 @@
 // [ErrClosed] from its start. Every value whose Publish returned nil stays
 // queued; a Publish still waiting for a full Block watcher may complete
 // until Shutdown's ctx ends, and is then given up (counted as dropped).
-// Then every watcher ends: C() is closed after its queued values, All()
-// ends after them. Nothing can panic with "send on closed channel": only
-// the broadcaster sends, and it closes a channel only when no send is in
+// Then every watcher ends. All() ends after the queued values, which stay
+// readable after Shutdown returns. C() is closed after its queued values,
+// and since no goroutine may outlive Shutdown, Shutdown waits, until its ctx
+// ends, for C readers to take what does not fit in the channel; if ctx ends
+// first, the channel keeps what it holds and the rest is dropped (counted).
+// So read C channels from their own goroutines while Shutdown runs, or give
+// it a deadline. Nothing can panic with "send on closed channel": a channel
+// is closed only by the goroutine that sends to it, or when no send is in
 // flight. Shutdown returns nil, or ctx.Err() if ctx ended first.
 package broadcast

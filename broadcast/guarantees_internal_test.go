@@ -67,14 +67,24 @@ func TestNeverReadingWatcherHoldsQueueLength(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
+				// A C() channel buffers at most ChannelBuffer values; Shutdown
+				// waits for its reader to take the rest, so read meanwhile.
+				// (C called after Shutdown gets a channel holding everything.)
+				var got []int
+				drained := make(chan struct{})
+				if read == "CBefore" {
+					go func() { got = drainC(w); close(drained) }()
+				}
 				if err := b.Shutdown(context.Background()); err != nil {
 					t.Fatal(err)
 				}
-				var got []int
-				if read == "All" {
+				switch read {
+				case "All":
 					got = drainAll(w)
-				} else {
+				case "C":
 					got = drainC(w)
+				default:
+					<-drained
 				}
 				if diff := cmp.Diff(tc.want, got); diff != "" {
 					t.Errorf("received (-want +got):\n%s", diff)
