@@ -548,9 +548,12 @@ func (b *Broadcaster[T]) Shutdown(ctx context.Context) error {
 		}
 		b.mu.Lock()
 	}
+	handing := false // a C() forwarder still has values to hand over
 	for _, w := range b.watchers {
 		w.mu.Lock()
-		w.end()
+		if w.end() {
+			handing = true
+		}
 		w.index = -1
 		w.mu.Unlock()
 	}
@@ -566,7 +569,7 @@ func (b *Broadcaster[T]) Shutdown(ctx context.Context) error {
 	b.pmu.Lock()
 	b.noSpawn = true
 	b.pmu.Unlock()
-	if err == nil {
+	if err == nil && handing {
 		drained := make(chan struct{})
 		go func() {
 			b.fwd.Wait()
@@ -575,11 +578,17 @@ func (b *Broadcaster[T]) Shutdown(ctx context.Context) error {
 		select {
 		case <-drained:
 		case <-ctx.Done():
-			err = ctx.Err()
-			b.abortWaits()
-			<-drained
+			select {
+			case <-drained: // it finished after all
+			default:
+				err = ctx.Err()
+				b.abortWaits()
+				<-drained
+			}
 		}
 	} else {
+		// Nothing left to hand over (or already aborted): the forwarders
+		// of closed channels exit at once.
 		b.fwd.Wait()
 	}
 

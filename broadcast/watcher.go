@@ -358,7 +358,7 @@ func (w *Watcher[T]) forward() {
 			w.mu.Unlock()
 			return
 		}
-		v, full, moved := w.fillLocked()
+		v, full, moved := w.fillLocked(true)
 		if moved {
 			spins = 0
 			w.signalRoomIfWanted()
@@ -424,14 +424,18 @@ func (w *Watcher[T]) forward() {
 
 // fillLocked sends w's queued values into its channel while it has room.
 // When it is full, it claims the next value, counts it as held and returns
-// it with full set: the caller sends it blocking. moved reports whether any
+// it with full set, for the caller to send blocking; unless claim is false
+// (Stop), then it just returns. moved reports whether any
 // value went into the channel. Called by the forwarder with w.mu held.
 //
 // Each value is first counted where it goes (held, npClaimed), then taken
 // from where it was (pend, h), then sent; see attnSeq for why.
-func (w *Watcher[T]) fillLocked() (v T, full, moved bool) {
+func (w *Watcher[T]) fillLocked(claim bool) (v T, full, moved bool) {
 	b := w.b
 	for {
+		if !claim && len(w.ch) == cap(w.ch) {
+			return v, false, moved
+		}
 		if w.pend.len() > 0 {
 			prefix := w.prefixLeft.Load() > 0
 			w.held.Store(1)
@@ -715,9 +719,9 @@ func (w *Watcher[T]) popPendLocked() (T, bool) {
 // Stop unregisters the watcher. It is idempotent and safe from any
 // goroutine, including from inside a loop over C() or All(), and while a
 // Publish waits for this watcher (that Publish goes on at once). When Stop
-// returns nothing more is queued: C() is closed (values already in its
-// buffer stay readable) and All() ends; values not yet received otherwise
-// are discarded, and not counted as dropped.
+// returns nothing more is queued: C() is closed, keeping as many of the
+// queued values as its buffer holds ([ChannelBuffer]), and All() ends;
+// values not received otherwise are discarded, and not counted as dropped.
 func (w *Watcher[T]) Stop() {
 	b := w.b
 	b.mu.Lock()
@@ -735,9 +739,6 @@ func (w *Watcher[T]) Stop() {
 	if w.index >= 0 {
 		b.remove(w)
 	}
-	w.pend = deque[T]{}
-	w.pendLen.Store(0)
-	w.prefixLeft.Store(0)
 	w.closeDone()
 	w.fwdPending.Store(false)
 	var wait chan struct{}
@@ -751,10 +752,16 @@ func (w *Watcher[T]) Stop() {
 			w.sendDone = make(chan struct{})
 			wait = w.sendDone
 		} else {
+			// What fits in the channel stays readable, as if the forwarder
+			// had kept up.
+			w.fillLocked(false)
 			close(w.ch)
 			w.chClosed = true
 		}
 	}
+	w.pend = deque[T]{}
+	w.pendLen.Store(0)
+	w.prefixLeft.Store(0)
 	w.roomWanted.Store(false)
 	w.mu.Unlock()
 	b.mu.Unlock()
@@ -765,20 +772,28 @@ func (w *Watcher[T]) Stop() {
 }
 
 // end marks w ended by Shutdown. No publisher is active. A C() channel is
-// closed now if nothing is queued for it; otherwise its forwarder (started
-// here if need be) closes it after handing everything over. Called with
-// b.mu and w.mu held.
-func (w *Watcher[T]) end() {
+// closed now if nothing is queued outside it; otherwise its forwarder
+// (started here if need be) closes it after handing everything over, and
+// end reports true: Shutdown has to wait for that. Called with b.mu and
+// w.mu held.
+func (w *Watcher[T]) end() bool {
 	w.ended = true
-	if w.ch != nil && !w.chClosed && w.fwdPending.CompareAndSwap(true, false) {
-		if w.pend.len() == 0 && w.h.Load() >= w.b.tail.Load() {
-			w.closeChLocked()
-		} else {
-			w.b.fwd.Add(1)
-			go w.forward()
-		}
-	}
 	w.closeDone()
+	if w.ch == nil || w.chClosed {
+		return false
+	}
+	pending := w.fwdPending.CompareAndSwap(true, false)
+	if w.held.Load() == 0 && w.pend.len() == 0 && w.h.Load() >= w.b.tail.Load() {
+		// A parked forwarder sends nothing without w.mu; it wakes (done is
+		// closed), finds ch closed and exits.
+		w.closeChLocked()
+		return false
+	}
+	if pending {
+		w.b.fwd.Add(1)
+		go w.forward()
+	}
+	return true
 }
 
 func (w *Watcher[T]) closeDone() {
