@@ -6,7 +6,7 @@ BENCHTIME ?= 1s
 BENCHCOUNT ?= 6
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all test vet race tidy-check bench bench-compare bench-smoke fuzz cover lint demo
+.PHONY: all test vet race tidy-check bench bench-compare bench-smoke fuzz soak cover lint demo
 
 all: test
 
@@ -31,9 +31,14 @@ tidy-check:
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) -benchtime $(BENCHTIME) ./broadcast/ ./events/
 
-## fuzz: each fuzz target for FUZZTIME
+## fuzz: each fuzz target for FUZZTIME (go test runs one -fuzz target at a time); CI runs their seed corpora in make test
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzOps$$' -fuzztime $(FUZZTIME) ./broadcast/
+	$(GO) test -run '^$$' -fuzz '^FuzzCorrelator$$' -fuzztime $(FUZZTIME) ./events/
+
+## soak: the long load tests (minutes; make test runs their short forms)
+soak:
+	HERALD_SOAK=1 $(GO) test -run Soak -v -count=1 -timeout 30m ./broadcast/ ./events/
 
 ## cover: coverage report in cover.html
 cover:

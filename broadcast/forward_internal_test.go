@@ -273,3 +273,51 @@ func TestCLappedByRing(t *testing.T) {
 		}
 	})
 }
+
+// Publishing with no watcher takes a lock-free path that only counts; the
+// barrier and the counts must hold across the transitions to and from it.
+func TestIdlePublishTransitions(t *testing.T) {
+	b := New[int]()
+	pub := func(vs ...int) {
+		t.Helper()
+		for _, v := range vs {
+			if err := b.Publish(v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	pub(1, 2, 3) // nobody watches
+	w1, _ := b.Watch()
+	pub(4, 5)
+	var got1 []int
+	for v := range w1.All() {
+		if got1 = append(got1, v); len(got1) == 2 {
+			break
+		}
+	}
+	w1.Stop()
+	if ok, err := b.TryPublish(6); !ok || err != nil { // idle again
+		t.Fatalf("TryPublish = %v, %v", ok, err)
+	}
+	if err := b.PublishContext(context.Background(), 7); err != nil {
+		t.Fatal(err)
+	}
+	w2, _ := b.Watch()
+	pub(8)
+	if st := b.Stats(); st.Published != 8 || st.Watchers != 1 {
+		t.Errorf("Stats() = %+v, want Published 8, Watchers 1", st)
+	}
+	go func() { _ = b.Shutdown(context.Background()) }()
+	if diff := cmp.Diff([]int{8}, drainAll(w2)); diff != "" {
+		t.Errorf("second watcher (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]int{4, 5}, got1); diff != "" {
+		t.Errorf("first watcher (-want +got):\n%s", diff)
+	}
+	if err := b.Publish(9); !errors.Is(err, ErrClosed) {
+		t.Errorf("Publish after Shutdown = %v, want ErrClosed", err)
+	}
+	if b.Stats().Published != 8 {
+		t.Errorf("Published = %d after Shutdown, want 8", b.Stats().Published)
+	}
+}

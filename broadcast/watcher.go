@@ -275,11 +275,11 @@ func (w *Watcher[T]) C() <-chan T {
 	if w.ended {
 		// After Shutdown no goroutine may start: the channel holds what is
 		// queued (values All loops hold included), and is closed.
-		w.ch = make(chan T, w.pend.len()+w.queuedLocked(b.tail.Load()))
+		w.ch = make(chan T, w.pend.len()+w.queuedLocked(b.seq()))
 		for w.pend.len() > 0 {
 			w.ch <- w.pend.pop()
 		}
-		t, r := b.tail.Load(), b.ring.Load()
+		t, r := b.seq(), b.ring.Load()
 		h := w.h.Load()
 		for h < t && !w.h.CompareAndSwap(h, t) {
 			h = w.h.Load()
@@ -308,7 +308,7 @@ func (w *Watcher[T]) C() <-chan T {
 		default:
 		}
 	}
-	if w.pend.len() > 0 || w.h.Load() < b.tail.Load() {
+	if w.pend.len() > 0 || w.h.Load() < b.seq() {
 		w.startForwarderLocked()
 	} else {
 		// Start the forwarder when the first value arrives: the publisher's
@@ -348,7 +348,11 @@ func (w *Watcher[T]) forward() {
 	for {
 		w.mu.Lock()
 		if w.stopped.Load() {
-			w.closeChLocked()
+			if !w.directSending {
+				// Else the publisher blocked in sendDirect closes ch
+				// when its send resolves (Stop handed it the close).
+				w.closeChLocked()
+			}
 			w.mu.Unlock()
 			return
 		}
@@ -412,7 +416,7 @@ func (w *Watcher[T]) forward() {
 			continue
 		}
 		b.park(w)
-		if w.pendLen.Load() > 0 || w.h.Load() < b.tail.Load() {
+		if w.pendLen.Load() > 0 || w.h.Load() < b.seq() {
 			continue
 		}
 		select {
@@ -448,7 +452,7 @@ func (w *Watcher[T]) fillLocked(claim bool) (v T, full, moved bool) {
 			}
 			w.pendLen.Add(-1)
 		} else {
-			h, t := w.h.Load(), b.tail.Load()
+			h, t := w.h.Load(), b.seq()
 			if h >= t {
 				var zero T
 				return zero, false, moved
@@ -568,7 +572,7 @@ func (w *Watcher[T]) signalRoomIfWanted() {
 // channel: Shutdown's ctx ended before the reader took it.
 func (w *Watcher[T]) dropQueuedLocked() {
 	n := uint64(w.pend.len())
-	t := w.b.tail.Load()
+	t := w.b.seq()
 	h := w.h.Load()
 	for h < t && !w.h.CompareAndSwap(h, t) {
 		h = w.h.Load()
@@ -633,7 +637,7 @@ func (w *Watcher[T]) All() iter.Seq[T] {
 				}
 				continue
 			}
-			if h, t := w.h.Load(), b.tail.Load(); h < t {
+			if h, t := w.h.Load(), b.seq(); h < t {
 				// Copy a batch out of the ring under the lock (publishers
 				// change the ring segment only under it), then claim each
 				// value by moving h past it with a CAS just before yielding
@@ -686,7 +690,7 @@ func (w *Watcher[T]) All() iter.Seq[T] {
 			// Re-check after parking: a publisher stores the tail before it
 			// looks for parked readers, and we park before loading the tail,
 			// so one of us sees the other.
-			if w.pendLen.Load() > 0 || w.h.Load() < b.tail.Load() {
+			if w.pendLen.Load() > 0 || w.h.Load() < b.seq() {
 				continue
 			}
 			select {
@@ -783,7 +787,7 @@ func (w *Watcher[T]) end() bool {
 		return false
 	}
 	pending := w.fwdPending.CompareAndSwap(true, false)
-	if w.held.Load() == 0 && w.pend.len() == 0 && w.h.Load() >= w.b.tail.Load() {
+	if w.held.Load() == 0 && w.pend.len() == 0 && w.h.Load() >= w.b.seq() {
 		// A parked forwarder sends nothing without w.mu; it wakes (done is
 		// closed), finds ch closed and exits.
 		w.closeChLocked()
