@@ -48,6 +48,13 @@
 // arrive in that goroutine's order. A Publish that returns nil happens
 // before the value is received.
 //
+// A Publish under Block from the goroutine that reads a full Block watcher,
+// inside its All loop or its range over C, waits for itself: it returns
+// only when that watcher is stopped from another goroutine, when
+// PublishContext's ctx ends, or at Shutdown's deadline; publish from there
+// with TryPublish or PublishContext. Likewise, Shutdown called from that
+// goroutine while a Publish waits for its watcher returns when its ctx ends.
+//
 // Read a watcher through [Watcher.All] (an iterator, the fastest path: it
 // reads the broadcaster's shared ring in batches) or [Watcher.C] (a channel,
 // for select). Each value goes to exactly one reader. [Watcher.Stop] may be

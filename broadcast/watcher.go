@@ -13,7 +13,9 @@ import (
 // under its policy. Read it through [Watcher.C] or [Watcher.All]; each value
 // goes to exactly one reader. Stop it with [Watcher.Stop] when done: a
 // watcher nobody reads and nobody stops holds its queue (and, under Block,
-// makes publishers wait) until the broadcaster shuts down.
+// makes publishers wait) until the broadcaster shuts down. Dropping the
+// last reference to a watcher is not Stop: the broadcaster keeps it
+// registered, and it is not garbage collected, until Stop or Shutdown.
 type Watcher[T any] struct {
 	b         *Broadcaster[T]
 	queueLen  int
@@ -60,6 +62,14 @@ type Watcher[T any] struct {
 
 	index  int  // position in b.watchers; guarded by b.mu
 	parked bool // on b.parked; guarded by b.pmu
+}
+
+// mustBeMade panics on a Watcher that Watch did not return.
+func (w *Watcher[T]) mustBeMade() *Broadcaster[T] {
+	if w.b == nil {
+		panic("broadcast: a Watcher must come from Watch or WatchWithPrefix")
+	}
+	return w.b
 }
 
 // Dropped returns how many values this watcher lost to its policy.
@@ -187,34 +197,6 @@ func (w *Watcher[T]) discardOldestLocked(s uint64) bool {
 				return true
 			default: // the reader emptied the channel meanwhile
 			}
-		case x > 0 && np > 0 && held == 0:
-			// Prefix values are in front of the oldest: take everything
-			// out, remove the first non-prefix value, put the rest back.
-			// The forwarder sends only under w.mu now, and the reader only
-			// takes from the front, so order holds and everything fits.
-			// Rare: DropOldest, C(), an unread prefix and a full queue.
-			var tmp []T
-			for len(tmp) < cap(ch)+1 {
-				select {
-				case v := <-ch:
-					tmp = append(tmp, v)
-					continue
-				default:
-				}
-				break
-			}
-			// Of the values taken, the last npClaimed are not prefix ones.
-			if pin := len(tmp) - int(min(np, uint64(len(tmp)))); pin < len(tmp) {
-				tmp = append(tmp[:pin], tmp[pin+1:]...)
-				w.npClaimed.Add(^uint64(0))
-				for _, v := range tmp {
-					ch <- v // fits: it came out of ch
-				}
-				return true
-			}
-			for _, v := range tmp {
-				ch <- v
-			}
 		}
 	}
 	if np := int(w.pendLen.Load() - w.prefixLeft.Load()); np > 0 {
@@ -250,6 +232,7 @@ func (w *Watcher[T]) discardOldestLocked(s uint64) bool {
 // oldest value is the one the forwarder is handing over, the new value is
 // dropped instead. A watcher that does not read holds exactly its queue.
 func (w *Watcher[T]) C() <-chan T {
+	w.mustBeMade()
 	w.mu.Lock()
 	if ch := w.ch; ch != nil {
 		w.mu.Unlock()
@@ -319,6 +302,13 @@ func (w *Watcher[T]) C() <-chan T {
 	return w.ch
 }
 
+// How often a DropOldest forwarder looks whether its reader has taken the
+// prefix (prefixGateLocked): from 50µs, doubling up to 10ms while it has not.
+const (
+	minPrefixPoll = 50 * time.Microsecond
+	maxPrefixPoll = 10 * time.Millisecond
+)
+
 // ChannelBuffer is the most values a [Watcher.C] channel buffers; the rest
 // of a watcher's queue waits in the broadcaster. 64 values per hand-over
 // amortize the reader's wake-up (BenchmarkFanout/read=C) while keeping an
@@ -345,6 +335,8 @@ func (w *Watcher[T]) forward() {
 	b := w.b
 	defer b.fwd.Done()
 	spins := 0
+	var poll *time.Timer
+	pollWait := minPrefixPoll
 	for {
 		w.mu.Lock()
 		if w.stopped.Load() {
@@ -403,6 +395,27 @@ func (w *Watcher[T]) forward() {
 			}
 			continue
 		}
+		if w.prefixGateLocked() {
+			// Poll until the reader has taken the prefix: nothing signals
+			// a receive from a channel that is not full. Only DropOldest
+			// watchers with an unread prefix in C() do this.
+			stop, done := w.stopCh, w.done
+			w.mu.Unlock()
+			if poll == nil {
+				poll = time.NewTimer(pollWait)
+				defer poll.Stop()
+			} else {
+				poll.Reset(pollWait)
+			}
+			select {
+			case <-poll.C:
+			case <-stop:
+			case <-done:
+			}
+			pollWait = min(2*pollWait, maxPrefixPoll)
+			continue
+		}
+		pollWait = minPrefixPoll
 		if w.ended {
 			w.closeChLocked()
 			w.mu.Unlock()
@@ -438,6 +451,9 @@ func (w *Watcher[T]) fillLocked(claim bool) (v T, full, moved bool) {
 	b := w.b
 	for {
 		if !claim && len(w.ch) == cap(w.ch) {
+			return v, false, moved
+		}
+		if w.prefixGateLocked() {
 			return v, false, moved
 		}
 		if w.pend.len() > 0 {
@@ -561,6 +577,19 @@ func (w *Watcher[T]) sendDirect(ctx context.Context, v T, s uint64, ws *waitStat
 	return err
 }
 
+// prefixGateLocked reports whether the forwarder must hold the non-prefix
+// values back: under DropOldest, while prefix values are unread in the
+// channel. DropOldest discards the oldest non-prefix value, and a value in
+// a channel behind others cannot be taken out while a reader receives from
+// the front; kept outside the channel until the prefix is read, it can.
+// The forwarder polls for that (see forward); after Shutdown there is
+// nothing more to discard, so it does not wait.
+func (w *Watcher[T]) prefixGateLocked() bool {
+	return w.policy.kind == kindDropOldest && w.prefixLen > 0 && !w.ended &&
+		w.prefixLeft.Load() == 0 && w.npClaimed.Load() == 0 && len(w.ch) > 0 &&
+		(w.pend.len() > 0 || w.h.Load() < w.b.seq())
+}
+
 // signalRoomIfWanted wakes a publisher waiting for w to make room.
 func (w *Watcher[T]) signalRoomIfWanted() {
 	if w.roomWanted.Load() && w.roomWanted.CompareAndSwap(true, false) {
@@ -605,11 +634,13 @@ func isClosed(c <-chan struct{}) bool {
 // All returns an iterator over the watcher's values, in order. It ends when
 // the watcher ends: at once after Stop, after the queued values after
 // Shutdown. Breaking out of the loop leaves the watcher registered, with the
-// values not yet yielded still queued; call Stop when done. Before
+// values not yet yielded still queued; call Stop when done. A panic in the
+// loop body leaves the watcher as breaking out does. Before
 // [Watcher.C] is called, All reads the broadcaster's shared ring directly,
 // in batches, which is the fastest way to read; after, it reads the channel.
 // Several loops may run at once; each value goes to one of them.
 func (w *Watcher[T]) All() iter.Seq[T] {
+	w.mustBeMade()
 	return func(yield func(T) bool) {
 		b := w.b
 		var batch []T
@@ -725,9 +756,10 @@ func (w *Watcher[T]) popPendLocked() (T, bool) {
 // Publish waits for this watcher (that Publish goes on at once). When Stop
 // returns nothing more is queued: C() is closed, keeping as many of the
 // queued values as its buffer holds ([ChannelBuffer]), and All() ends;
-// values not received otherwise are discarded, and not counted as dropped.
+// values not received otherwise are discarded, and not counted as dropped;
+// so after Shutdown, read a watcher before stopping it.
 func (w *Watcher[T]) Stop() {
-	b := w.b
+	b := w.mustBeMade()
 	b.mu.Lock()
 	w.mu.Lock()
 	if w.stopped.Load() {
@@ -743,6 +775,7 @@ func (w *Watcher[T]) Stop() {
 	if w.index >= 0 {
 		b.remove(w)
 	}
+	b.unpark(w)
 	w.closeDone()
 	w.fwdPending.Store(false)
 	var wait chan struct{}
