@@ -77,15 +77,6 @@ func TestRegressionDropOldestPrefixOrder(t *testing.T) {
 	}
 }
 
-func pendingPublish(t *testing.T, b *broadcast.Broadcaster[int], n int) {
-	t.Helper()
-	for v := range n {
-		if err := b.Publish(v); err != nil {
-			t.Fatalf("Publish(%d): %v", v, err)
-		}
-	}
-}
-
 func pendingShutdown(t *testing.T, b *broadcast.Broadcaster[int]) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
