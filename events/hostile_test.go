@@ -571,8 +571,10 @@ func TestHostileInput(t *testing.T) {
 		{"Shutdown from inside a handler waits for its ctx", func(t *testing.T) hostileOutcome {
 			return pipeline(t, nil, func(h *hostileEnv) {
 				var once sync.Once
+				recorded := make(chan struct{}) // both events recorded before Shutdown begins
 				if _, err := h.b.StartEventWatcher(func(e *events.Event) {
 					once.Do(func() {
+						<-recorded
 						ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 						defer cancel()
 						start := time.Now()
@@ -584,6 +586,7 @@ func TestHostileInput(t *testing.T) {
 				}
 				recordOne(h)
 				h.r.Event(pod, events.Normal, "Next", "m")
+				close(recorded)
 				time.Sleep(2 * time.Minute) // synctest's clock: the inner Shutdown's minute passes
 				synctest.Wait()
 			})
