@@ -120,7 +120,7 @@ type Stats struct {
 type Broadcaster struct {
 	cfg config
 	now func() time.Time
-	bc  *broadcast.Broadcaster[*Event]
+	bc  *broadcast.Broadcaster[*recorded]
 	rep reporter
 
 	// ctx is the parent of every worker's context; cancel is called when
@@ -136,6 +136,14 @@ type Broadcaster struct {
 	workers []*worker     // every worker ever started, for Stats
 	active  int           // workers whose goroutine has not exited
 	allDone chan struct{} // closed when closed is set and active is 0
+
+	// pubMu orders registrations against publications: a Recorder holds
+	// it for reading while it counts the consumers and publishes, a Start
+	// for writing while it registers one, a Stop while it unregisters one.
+	// So a consumer that sees an event with shared false is the only one
+	// that ever will (see recorded). Nothing blocks while it is held.
+	pubMu     sync.RWMutex
+	consumers int // watchers registered and not stopped; guarded by pubMu
 
 	// live is a copy-on-write snapshot of the workers not stopped, which
 	// Recorders read without locking to notice drops.
@@ -165,7 +173,7 @@ func NewBroadcaster(opts ...Option) *Broadcaster {
 		now:      cfg.corr.Now,
 		allDone:  make(chan struct{}),
 		shutDone: make(chan struct{}),
-		bc: broadcast.New[*Event](
+		bc: broadcast.New[*recorded](
 			broadcast.WithQueueLength(cfg.queueLen),
 			broadcast.WithPolicy(broadcast.Drop),
 		),
@@ -195,8 +203,14 @@ func (b *Broadcaster) StartEventWatcher(handler func(*Event)) (Stopper, error) {
 	if handler == nil {
 		panic("events: StartEventWatcher: nil handler")
 	}
-	return b.start("StartEventWatcher", "event watcher", func(wk *worker, e *Event) {
-		wk.handle(func() { handler(e.Clone()) })
+	return b.start("StartEventWatcher", "event watcher", func(wk *worker, r *recorded) {
+		e := &r.Event
+		if r.shared {
+			e = e.Clone()
+		} else {
+			r.name()
+		}
+		wk.handle(func() { handler(e) })
 	})
 }
 
@@ -207,7 +221,8 @@ func (b *Broadcaster) StartLogging(logf func(format string, args ...any)) (Stopp
 	if logf == nil {
 		panic("events: StartLogging: nil logf")
 	}
-	return b.start("StartLogging", "log", func(wk *worker, e *Event) {
+	return b.start("StartLogging", "log", func(wk *worker, r *recorded) {
+		e := &r.Event
 		wk.handle(func() {
 			logf("Event(%#v): type: '%v' reason: '%v' %v", e.InvolvedObject, e.Type, e.Reason, e.Message)
 		})
@@ -221,7 +236,8 @@ func (b *Broadcaster) StartLogging(logf func(format string, args ...any)) (Stopp
 // [WithLogger]). After Shutdown has begun it returns an error wrapping
 // [broadcast.ErrClosed].
 func (b *Broadcaster) StartStructuredLogging(logger *slog.Logger, level slog.Level) (Stopper, error) {
-	return b.start("StartStructuredLogging", "structured log", func(wk *worker, e *Event) {
+	return b.start("StartStructuredLogging", "structured log", func(wk *worker, r *recorded) {
+		e := &r.Event
 		l := logger
 		if l == nil {
 			l = b.rep.log()
@@ -254,8 +270,8 @@ func (b *Broadcaster) StartRecordingToSink(sink Sink) (Stopper, error) {
 		panic("events: StartRecordingToSink: nil sink")
 	}
 	corr := NewCorrelator(b.cfg.corr)
-	return b.start("StartRecordingToSink", fmt.Sprintf("sink %T", sink), func(wk *worker, e *Event) {
-		wk.recordToSink(sink, corr, e)
+	return b.start("StartRecordingToSink", fmt.Sprintf("sink %T", sink), func(wk *worker, r *recorded) {
+		wk.recordToSink(sink, corr, r)
 	})
 }
 
@@ -265,13 +281,18 @@ type nopStopper struct{}
 
 func (nopStopper) Stop() {}
 
-func (b *Broadcaster) start(method, kind string, process func(*worker, *Event)) (Stopper, error) {
+func (b *Broadcaster) start(method, kind string, process func(*worker, *recorded)) (Stopper, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed.Load() {
 		return nopStopper{}, fmt.Errorf("events: %s: %w", method, broadcast.ErrClosed)
 	}
+	b.pubMu.Lock()
 	w, err := b.bc.Watch()
+	if err == nil {
+		b.consumers++
+	}
+	b.pubMu.Unlock()
 	if err != nil {
 		return nopStopper{}, fmt.Errorf("events: %s: %w", method, err)
 	}
@@ -308,8 +329,9 @@ func (b *Broadcaster) workerExited() {
 }
 
 // noticeDrops reports the drops of full queues that happened since the last
-// look. Recorders call it after each publish: a drop happens inside it.
-func (b *Broadcaster) noticeDrops(e *Event) {
+// look. Recorders call it after each publish (a drop happens inside it),
+// with the fields of the event they published, which they no longer read.
+func (b *Broadcaster) noticeDrops(object ObjectReference, eventtype, reason, message string) {
 	for _, wk := range *b.live.Load() {
 		d := wk.w.Dropped()
 		for {
@@ -318,7 +340,8 @@ func (b *Broadcaster) noticeDrops(e *Event) {
 				break
 			}
 			if wk.seenDropped.CompareAndSwap(seen, d) {
-				b.rep.add(causeQueueFull, d-seen, e, nil, slog.String("to", wk.name), slog.Int("queueLength", b.cfg.queueLen))
+				e := Event{InvolvedObject: object, Type: eventtype, Reason: reason, Message: message, Count: 1}
+				b.rep.add(causeQueueFull, d-seen, &e, nil, slog.String("to", wk.name), slog.Int("queueLength", b.cfg.queueLen))
 				break
 			}
 		}

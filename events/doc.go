@@ -36,9 +36,9 @@
 //
 // Set [CorrelatorOptions.BurstSize] or [CorrelatorOptions.MaxEvents] to
 // [Disable] to turn a stage off, and KeyFunc, MessageFunc or SpamKeyFunc to
-// change how events are grouped. The default keys are comparable structs,
-// so distinct events never share a key (client-go joins the fields with no
-// separator). Package [github.com/heraldgo/herald/events/eventstest] has a
+// change how events are grouped. The default keys encode each field with
+// its length, so distinct events never share a key (client-go joins the
+// fields with no separator). Package [github.com/heraldgo/herald/events/eventstest] has a
 // FakeRecorder and a FakeSink for tests. DESIGN.md, beside this file, records
 // the design choices and their measurements.
 //

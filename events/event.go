@@ -37,8 +37,10 @@ type Source struct {
 // Event is one occurrence, or a counted series of occurrences, of something
 // that happened to an object. It mirrors Kubernetes' core/v1 Event.
 //
-// A [Recorder] builds each Event once and never changes it afterwards; every
-// watcher and sink gets its own copy (see [Event.Clone]).
+// A [Recorder] builds each Event once and never reads or changes it after
+// publishing it; every watcher and sink gets its own copy (see
+// [Event.Clone]): when a single watcher or sink is started, the recorded
+// Event itself, which nothing else ever sees.
 type Event struct {
 	// Name is "<object name>.<hex unix nanos>" of the first occurrence.
 	Name string

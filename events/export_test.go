@@ -116,3 +116,7 @@ func TestBucketMatchesXRate(t *testing.T) {
 		}
 	}
 }
+
+// RaceEnabled reports whether the race detector is on (allocation counts
+// differ under it).
+const RaceEnabled = raceEnabled

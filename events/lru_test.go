@@ -43,7 +43,7 @@ func TestLRUAgainstModel(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(3, 4))
-			for _, size := range []int{1, 2, 3, 8, 50} {
+			for _, size := range []int{1, 2, 3, 8, 50, 2500} {
 				c := newLRU[int, int](size)
 				m := &modelLRU{max: size, vals: map[int]int{}}
 				for step := range 5000 {
@@ -85,8 +85,11 @@ func TestLRUAgainstModel(t *testing.T) {
 
 func chainLen(c *lru[int, int], k int, h uint64) int {
 	n := 0
-	for i := c.index[h]; i != 0; i = c.links[i].chain {
-		if c.keys[i] == k {
+	for _, e := range c.index {
+		if e.slot != 0 && c.keys[e.slot] == k {
+			if e.tag != uint32(h) || c.links[e.slot].hash != h {
+				return -1
+			}
 			n++
 		}
 	}

@@ -71,8 +71,7 @@ func (r *recorder) generate(object ObjectReference, annotations map[string]strin
 	if ns == "" {
 		ns = defaultNamespace
 	}
-	e := &Event{
-		Name:                eventName(object.Name, b.uniqueNanos(now)),
+	r2 := &recorded{nanos: b.uniqueNanos(now), Event: Event{
 		Namespace:           ns,
 		InvolvedObject:      object,
 		Reason:              reason,
@@ -85,20 +84,56 @@ func (r *recorder) generate(object ObjectReference, annotations map[string]strin
 		Annotations:         cloneAnnotations(annotations),
 		ReportingController: r.source.Component,
 		ReportingInstance:   r.source.Host,
-	}
+	}}
 	if b.closed.Load() {
-		b.dropClosed(e)
+		b.dropClosed(&r2.Event)
 		return
 	}
 	// TryPublish never waits: every watcher is a broadcast.Drop watcher,
-	// which drops (and counts) an event it has no room for.
-	ok, err := b.bc.TryPublish(e)
+	// which drops (and counts) an event it has no room for. Under pubMu no
+	// consumer registers, so consumers is the number of those that can
+	// receive r2.
+	b.pubMu.RLock()
+	if r2.shared = b.consumers != 1; r2.shared {
+		r2.name()
+	}
+	ok, err := b.bc.TryPublish(r2)
+	b.pubMu.RUnlock()
 	if err != nil || !ok {
-		b.dropClosed(e)
+		b.dropClosed(&r2.Event) // not published: still ours
 		return
 	}
+	// From here on r2 may belong to its consumer: do not read it.
 	b.recorded.Add(1)
-	b.noticeDrops(e)
+	b.noticeDrops(object, eventtype, reason, message)
+}
+
+// recorded is what a Recorder publishes: the event, and whether a consumer
+// must copy it before changing it or handing it out.
+//
+// Every watcher and sink gets its own copy (API.md guarantee 6), but when a
+// single consumer is registered nobody else will ever see the event, so
+// that consumer may use it as its copy: a sink worker correlates it in
+// place, a handler gets it as it is. The Recorder does not read it after
+// publishing it.
+type recorded struct {
+	Event
+	// shared means the event may reach more than one consumer: each
+	// copies it first, and the Recorder named it before publishing it.
+	// Otherwise the consumer names it when it needs the name (see name):
+	// a sink that patches an earlier occurrence never does, which saves
+	// making the name for half the events of the mixed stream.
+	shared bool
+	nanos  int64 // the unix nanoseconds in the event's name
+}
+
+// name gives the event its name, "<object name>.<hex nanos>", if it has
+// none yet.
+func (r *recorded) name() {
+	if r.nanos != 0 {
+		r.Name = eventName(r.InvolvedObject.Name, r.nanos)
+		r.nanos = 0
+	}
 }
 
 // uniqueNanos returns t's unix nanoseconds, or one more than the last value

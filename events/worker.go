@@ -16,9 +16,10 @@ import (
 // retries). No lock is held while it processes.
 type worker struct {
 	b       *Broadcaster
-	w       *broadcast.Watcher[*Event]
+	w       *broadcast.Watcher[*recorded]
 	name    string
-	process func(*worker, *Event)
+	process func(*worker, *recorded)
+	place   inPlace // for the Correlator of a sink that is r's only consumer
 
 	// ctx is canceled by Stop and when Shutdown gives up; sink calls get it.
 	ctx    context.Context
@@ -40,6 +41,9 @@ func (wk *worker) Stop() {
 		wk.cancel()
 		wk.w.Stop()
 		b := wk.b
+		b.pubMu.Lock()
+		b.consumers--
+		b.pubMu.Unlock()
 		b.mu.Lock()
 		b.publishLive()
 		b.mu.Unlock()
