@@ -3,6 +3,7 @@ package broadcast
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -319,5 +320,81 @@ func TestIdlePublishTransitions(t *testing.T) {
 	}
 	if b.Stats().Published != 8 {
 		t.Errorf("Published = %d after Shutdown, want 8", b.Stats().Published)
+	}
+}
+
+// A forwarder batch is read from the ring after its claim: the ring must
+// not overwrite it meanwhile. Found by the long soak (a Drop watcher with a
+// queue longer than the ring, read through C() slowly, received a value a
+// lap newer in place of an old one).
+func TestForwarderBatchNotOverwritten(t *testing.T) {
+	b := New[int]()
+	w, _ := b.Watch(WithQueueLength(maxRing+1), WithPolicy(Drop))
+	ch := w.C()
+	const warm = 10
+	for i := range warm {
+		if err := b.Publish(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range warm {
+		<-ch // the forwarder has caught up and parks: h == tail == warm
+	}
+	// The next batch the forwarder claims starts at seq warm. While it sits
+	// between its claim and its reads, publish up to seq warm+maxRing, whose
+	// slot is seq warm's. Unpinned, that overwrite happens at once and the
+	// forwarder reads the new value; pinned, the publisher waits for the
+	// batch (here until the hook gives up waiting for it).
+	claimed := make(chan struct{})
+	overwritten := make(chan struct{})
+	var once sync.Once
+	testHookBatch = func(h, n uint64) {
+		if h != warm {
+			return
+		}
+		once.Do(func() {
+			close(claimed)
+			select {
+			case <-overwritten:
+			case <-time.After(200 * time.Millisecond):
+			}
+		})
+	}
+	defer func() { testHookBatch = nil }()
+	for i := warm; i < warm+2; i++ { // a batch needs two values
+		if err := b.Publish(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-claimed
+	go func() {
+		defer close(overwritten)
+		for i := warm + 2; i <= warm+maxRing; i++ {
+			if err := b.Publish(i); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	got := make(chan []int)
+	go func() {
+		var vs []int
+		for v := range ch {
+			vs = append(vs, v)
+		}
+		got <- vs
+	}()
+	<-overwritten
+	if err := b.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	vs := <-got
+	for i := 1; i < len(vs); i++ {
+		if vs[i] <= vs[i-1] {
+			t.Fatalf("received %d after %d", vs[i], vs[i-1])
+		}
+	}
+	if len(vs) == 0 || vs[0] != warm {
+		t.Fatalf("first value after the warm-up = %v, want %d", vs[:min(len(vs), 1)], warm)
 	}
 }

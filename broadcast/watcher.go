@@ -58,6 +58,7 @@ type Watcher[T any] struct {
 	chp        atomic.Pointer[chan T]
 	held       atomic.Int32
 	npClaimed  atomic.Uint64
+	pinned     atomic.Uint64 // 1 + the first ring seq a forwarder batch reads; 0 if none
 	fwdPending atomic.Bool // C() was called, the forwarder is not started yet
 
 	index  int  // position in b.watchers; guarded by b.mu
@@ -90,13 +91,17 @@ func (w *Watcher[T]) attnSeq(ringSize uint64) uint64 {
 	// pend); reading in the opposite order can only see it twice, which
 	// makes the bound lower, never higher.
 	h := w.h.Load()
+	lap := h
+	if p := w.pinned.Load(); p != 0 && p-1 < lap {
+		lap = p - 1 // the forwarder still reads the ring from there
+	}
 	pl := w.pendLen.Load()
 	np := pl - w.prefixLeft.Load() + int64(w.chanQueued())
 	fullAt := int64(h) + int64(w.queueLen) - np
 	if fullAt < 0 {
 		fullAt = 0
 	}
-	return min(uint64(fullAt), h+ringSize)
+	return min(uint64(fullAt), lap+ringSize)
 }
 
 // queuedLocked returns how many non-prefix values w holds just before seq s
@@ -478,18 +483,28 @@ func (w *Watcher[T]) fillLocked(claim bool) (v T, full, moved bool) {
 				// Room for several: claim a batch with one CAS and send it.
 				// Only we send to ch (under w.mu) and the reader only takes,
 				// so every send succeeds.
+				// The batch is read from the ring after the CAS, so pin its
+				// first slot: a publisher about to overwrite it must attend
+				// to w, which takes w.mu and so waits for this batch (a
+				// batch read unpinned got values a lap newer: the soak).
 				n := min(room, t-h)
+				w.pinned.Store(h + 1)
 				w.held.Store(int32(n))
 				w.npClaimed.Add(n)
 				if !w.h.CompareAndSwap(h, h+n) {
 					w.npClaimed.Add(^(n - 1))
 					w.held.Store(0)
+					w.pinned.Store(0)
 					continue
+				}
+				if testHookBatch != nil {
+					testHookBatch(h, n)
 				}
 				for i := range n {
 					w.ch <- r.buf[(h+i)&r.mask]
 				}
 				w.held.Store(0)
+				w.pinned.Store(0)
 				moved = true
 				continue
 			}
@@ -589,6 +604,10 @@ func (w *Watcher[T]) prefixGateLocked() bool {
 		w.prefixLeft.Load() == 0 && w.npClaimed.Load() == 0 && len(w.ch) > 0 &&
 		(w.pend.len() > 0 || w.h.Load() < w.b.seq())
 }
+
+// testHookBatch, if set (by tests only), runs when a forwarder has claimed
+// a batch of n ring values from seq h and before it reads them.
+var testHookBatch func(h, n uint64)
 
 // signalRoomIfWanted wakes a publisher waiting for w to make room.
 func (w *Watcher[T]) signalRoomIfWanted() {
