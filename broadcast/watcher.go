@@ -59,7 +59,7 @@ type Watcher[T any] struct {
 	held       atomic.Int32
 	npClaimed  atomic.Uint64
 	pinned     atomic.Uint64 // 1 + the first ring seq a forwarder batch reads; 0 if none
-	fwdPending atomic.Bool // C() was called, the forwarder is not started yet
+	fwdPending atomic.Bool   // C() was called, the forwarder is not started yet
 
 	index  int  // position in b.watchers; guarded by b.mu
 	parked bool // on b.parked; guarded by b.pmu
