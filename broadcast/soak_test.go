@@ -782,8 +782,8 @@ func (s *soak) resolve(sw *soakWatcher, final bool) {
 	if final && len(sw.unresolved) > 0 {
 		select {
 		case <-s.refDone:
-		case <-time.After(5 * time.Minute):
-			s.fail("watcher %d (%v): the reference Block watcher did not end within 5 minutes", sw.id, sw.spec)
+		case <-time.After(25 * time.Minute): // make soak's -timeout is 30m
+			s.fail("watcher %d (%v): the reference Block watcher did not end within 25 minutes", sw.id, sw.spec)
 			return
 		}
 	}
