@@ -56,28 +56,46 @@ func WithRetry(maxTries int, sleep time.Duration) Option {
 
 // WithQueueLength sets how many events may wait for each watcher or sink
 // (default 1000). When a watcher's queue is full, a Recorder drops the event
-// for that watcher, counts it in [Stats].Dropped and reports it. n < 1
-// panics.
+// for that watcher, counts it in [Stats].Dropped and reports it. n < 1 or
+// n > [broadcast.MaxQueueLength] panics.
 func WithQueueLength(n int) Option {
 	if n < 1 {
 		panic("events: WithQueueLength: n must be at least 1")
+	}
+	if n > broadcast.MaxQueueLength {
+		panic(fmt.Sprintf("events: WithQueueLength: n must be at most broadcast.MaxQueueLength (%d), got %d",
+			broadcast.MaxQueueLength, n))
 	}
 	return optionFunc(func(c *config) { c.queueLen = n })
 }
 
 // WithLogger sets where the broadcaster reports its own failures: dropped,
-// invalid, skipped, aggregated and unwritten events, sink errors. nil, and the
-// default, mean slog.Default() at the time of each report.
+// invalid, skipped, aggregated and unwritten events, sink errors. nil, a
+// zero slog.Logger (which has no handler), and the default mean
+// slog.Default() at the time of each report. The logger is called
+// synchronously, also from Recorder calls (at most once per 10 seconds per
+// kind of report), so it must not block.
 func WithLogger(l *slog.Logger) Option {
-	return optionFunc(func(c *config) { c.logger = l })
+	return optionFunc(func(c *config) { c.logger = usableLogger(l) })
+}
+
+// usableLogger returns l, or nil (the default) for a logger that would
+// panic when called: a zero slog.Logger has a nil handler.
+func usableLogger(l *slog.Logger) *slog.Logger {
+	if l == nil || l.Handler() == nil {
+		return nil
+	}
+	return l
 }
 
 // Stopper stops one watcher or sink started on a [Broadcaster]. Stop is
 // idempotent and returns at once, also when called from inside the handler:
-// nothing more is queued for it, what is still queued is discarded, a retry
-// in progress gives up (counted in [Stats].Failed) and the sink's context is
-// canceled. Its goroutine exits when the call in progress returns;
-// [Broadcaster.Shutdown] waits for that.
+// nothing more is queued for it, what is still queued is discarded (counted
+// in [Stats].Failed and reported), a retry in progress gives up (counted in
+// [Stats].Failed) and the sink's context is canceled. Its goroutine exits
+// when the call in progress returns; [Broadcaster.Shutdown] waits for that.
+// To deliver what is queued, call Shutdown instead, which stops everything
+// after delivering it.
 type Stopper interface{ Stop() }
 
 // Stats is a snapshot of a [Broadcaster]'s counters. Counts for sinks and
@@ -101,8 +119,14 @@ type Stats struct {
 	// included).
 	Written uint64
 	// Failed is the number of events a sink did not store: rejected, out of
-	// tries, or given up when their recording was stopped; and the events
-	// whose handler panicked.
+	// tries, or given up when their recording was stopped; the events whose
+	// handler or sink call panicked or called runtime.Goexit; and the events
+	// still queued for a watcher or sink when its Stop was called, which
+	// were discarded. So each event published to a sink ends up counted,
+	// for that sink, in exactly one of Dropped, Written, Skipped, Failed
+	// and Abandoned, and each one published to a watcher in exactly one of
+	// Dropped, Handled, Failed and Abandoned, by the time the sink's or
+	// watcher's goroutine has exited (when Shutdown returns nil, say).
 	Failed uint64
 	// Abandoned is the number of events still queued, or being retried,
 	// when Shutdown's ctx ended.
@@ -116,7 +140,9 @@ type Stats struct {
 // a [broadcast.Broadcaster], to the watchers and sinks started on it, each
 // with its own queue and goroutine. Create one with [NewBroadcaster]; all
 // methods are safe for concurrent use. See the package documentation for its
-// guarantees.
+// guarantees. The zero Broadcaster is not usable: its Start methods and
+// Shutdown panic, and the Recorders it hands out drop (and report) every
+// event.
 type Broadcaster struct {
 	cfg config
 	now func() time.Time
@@ -141,7 +167,10 @@ type Broadcaster struct {
 	// it for reading while it counts the consumers and publishes, a Start
 	// for writing while it registers one, a Stop while it unregisters one.
 	// So a consumer that sees an event with shared false is the only one
-	// that ever will (see recorded). Nothing blocks while it is held.
+	// that ever will (see recorded). A Recorder also counts a published
+	// event in recorded under it, so that the difference of the counts at
+	// a watcher's Start and Stop is the number of events published to it
+	// (see worker.Stop). Nothing blocks while it is held.
 	pubMu     sync.RWMutex
 	consumers int // watchers registered and not stopped; guarded by pubMu
 
@@ -196,8 +225,10 @@ func (b *Broadcaster) NewRecorder(source Source) Recorder {
 
 // StartEventWatcher calls handler, from one goroutine, with a copy of every
 // event recorded from now on, in order. The copy is handler's own: it may
-// keep or change it. A handler that panics is reported and counted in
-// [Stats].Failed, and the watcher goes on. After Shutdown has begun it
+// keep or change it. A handler that panics, or calls runtime.Goexit (as
+// t.Fatal does), is reported and counted in [Stats].Failed, and the watcher
+// goes on with the next event (after a Goexit, on a new goroutine, which
+// Shutdown waits for). After Shutdown has begun it
 // returns an error wrapping [broadcast.ErrClosed]. A nil handler panics.
 func (b *Broadcaster) StartEventWatcher(handler func(*Event)) (Stopper, error) {
 	if handler == nil {
@@ -232,13 +263,13 @@ func (b *Broadcaster) StartLogging(logf func(format string, args ...any)) (Stopp
 // StartStructuredLogging writes every event recorded from now on to logger
 // at level, from one goroutine, as the record "Event occurred" with the
 // attributes object ("namespace/name"), fieldPath, kind, apiVersion, type,
-// reason and message. A nil logger means the broadcaster's (see
+// reason and message. A nil or zero logger means the broadcaster's (see
 // [WithLogger]). After Shutdown has begun it returns an error wrapping
 // [broadcast.ErrClosed].
 func (b *Broadcaster) StartStructuredLogging(logger *slog.Logger, level slog.Level) (Stopper, error) {
 	return b.start("StartStructuredLogging", "structured log", func(wk *worker, r *recorded) {
 		e := &r.Event
-		l := logger
+		l := usableLogger(logger)
 		if l == nil {
 			l = b.rep.log()
 		}
@@ -282,21 +313,23 @@ type nopStopper struct{}
 func (nopStopper) Stop() {}
 
 func (b *Broadcaster) start(method, kind string, process func(*worker, *recorded)) (Stopper, error) {
+	b.mustBeMade(method)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.closed.Load() {
 		return nopStopper{}, fmt.Errorf("events: %s: %w", method, broadcast.ErrClosed)
 	}
+	wk := &worker{b: b, process: process}
 	b.pubMu.Lock()
 	w, err := b.bc.Watch()
 	if err == nil {
 		b.consumers++
+		wk.w, wk.recordedAtStart = w, b.recorded.Load()
 	}
 	b.pubMu.Unlock()
 	if err != nil {
 		return nopStopper{}, fmt.Errorf("events: %s: %w", method, err)
 	}
-	wk := &worker{b: b, w: w, process: process}
 	wk.name = fmt.Sprintf("%s #%d", kind, b.nextN.Add(1))
 	wk.ctx, wk.cancel = context.WithCancel(b.ctx)
 	b.workers = append(b.workers, wk)
@@ -304,6 +337,13 @@ func (b *Broadcaster) start(method, kind string, process func(*worker, *recorded
 	b.publishLive()
 	go wk.run()
 	return wk, nil
+}
+
+// mustBeMade panics if b was not made by NewBroadcaster.
+func (b *Broadcaster) mustBeMade(method string) {
+	if b == nil || b.bc == nil {
+		panic("events: Broadcaster." + method + ": use NewBroadcaster; the zero Broadcaster is not usable")
+	}
 }
 
 // publishLive stores the snapshot of the workers not stopped. Caller holds
@@ -381,9 +421,12 @@ func (b *Broadcaster) Stats() Stats {
 // events not written are counted in [Stats].Abandoned and reported, and a
 // worker still inside a sink call or handler exits as soon as that call
 // returns. Calls after the first wait for it and return nil (or their own
-// ctx.Err()). A nil ctx means context.Background(). Shutdown waits for the
-// handlers and sinks: calling it from one of them waits until ctx ends.
+// ctx.Err()). A call after a first one that gave up returns nil once that
+// one has returned, even if a worker is still inside a sink call. A nil ctx
+// means context.Background(). Shutdown waits for the handlers and sinks:
+// calling it from one of them waits until ctx ends.
 func (b *Broadcaster) Shutdown(ctx context.Context) error {
+	b.mustBeMade("Shutdown")
 	if ctx == nil {
 		ctx = context.Background()
 	}

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"hash/maphash"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -42,7 +43,9 @@ type CorrelatorOptions struct {
 	BurstSize int
 	// QPS is the rate, in events per second, at which the spam filter lets
 	// a source+object's events through once its burst is spent. 0 means
-	// DefaultQPS (one per 5 minutes); a negative value panics.
+	// DefaultQPS (one per 5 minutes); math.Inf(1) means no limit once the
+	// burst is spent, that is, every event passes; a negative value or NaN
+	// panics.
 	QPS float64
 
 	// KeyFunc groups events for aggregation: events with the same
@@ -61,7 +64,9 @@ type CorrelatorOptions struct {
 	// after it, repeats of earlier messages included, are recorded as one
 	// aggregate event until MaxInterval passes with no similar event. 0 means
 	// DefaultMaxEvents (10); a negative value ([Disable]) turns aggregation
-	// off.
+	// off. Distinct messages count toward MaxEvents as long as no two
+	// similar events are more than MaxInterval apart; a gap of exactly
+	// MaxInterval keeps the group.
 	MaxEvents int
 	// MaxInterval is how long a group must see no similar event before it
 	// starts over. 0 means DefaultMaxInterval (10 minutes); a negative value
@@ -91,7 +96,13 @@ type CorrelateResult struct {
 	// Skip means the spam filter withheld the event: write nothing.
 	Skip bool
 	// Aggregated means Event is an aggregate of similar events (see
-	// [CorrelatorOptions.MaxEvents]).
+	// [CorrelatorOptions.MaxEvents]). A new aggregate event is named
+	// "<object name>.<hex unix nanos>" with the nanoseconds of Now, or one
+	// more than those of the Correlator's previous aggregate name if Now
+	// has not moved past them, so that no two aggregate events of one
+	// Correlator share a name, even with a coarse or fixed clock. (A
+	// [Broadcaster]'s sink names it instead after the recorded event that
+	// it replaces, whose name the Broadcaster made unique.)
 	Aggregated bool
 }
 
@@ -130,6 +141,9 @@ type Correlator struct {
 	lastSeen  int32
 	lastPlain bool
 	lastKey   keyFields
+	// lastNanos is the nanoseconds of the latest aggregate name that
+	// Correlate made (see nextNanos).
+	lastNanos int64
 }
 
 // keyFields are the fields of an event that its plain event key encodes
@@ -203,15 +217,22 @@ type resultBox struct {
 var errNilEvent = errors.New("events: Correlate: nil event")
 
 // NewCorrelator returns a Correlator with o's settings, defaults filled in.
-// It panics on a negative LRUCacheSize, QPS or MaxInterval.
+// It panics on a negative LRUCacheSize, QPS or MaxInterval and on a NaN QPS
+// (which would let every event through: a mistake, not a setting). The zero
+// Correlator is not usable: its methods panic.
 func NewCorrelator(o CorrelatorOptions) *Correlator {
 	switch {
 	case o.LRUCacheSize < 0:
 		panic("events: CorrelatorOptions.LRUCacheSize must not be negative")
 	case o.QPS < 0:
 		panic("events: CorrelatorOptions.QPS must not be negative")
+	case math.IsNaN(o.QPS):
+		panic("events: CorrelatorOptions.QPS must not be NaN")
 	case o.MaxInterval < 0:
 		panic("events: CorrelatorOptions.MaxInterval must not be negative")
+	}
+	if math.IsInf(o.QPS, 1) {
+		o.QPS = math.MaxFloat64 // rate.Inf: bucket.allow lets everything through
 	}
 	size := cmpOr(o.LRUCacheSize, DefaultLRUCacheSize)
 	c := &Correlator{
@@ -252,38 +273,62 @@ func cmpOr[T int | float64 | time.Duration](v, def T) T {
 // the spam bucket, in client-go's order. It returns an error only for a nil
 // event, with Skip set.
 //
+// An event whose Count is 0 is not counted as an observation: its repeats
+// are created again. (client-go does the same; a Recorder's events have
+// Count 1.)
+//
 // KeyFunc runs before the correlator's lock is taken and MessageFunc after
 // it is released; Now and SpamKeyFunc run under it and must not call the
 // Correlator.
 func (c *Correlator) Correlate(e *Event) (CorrelateResult, error) {
+	c.mustBeMade("Correlate")
 	if e == nil {
 		return CorrelateResult{Skip: true}, errNilEvent
 	}
-	return c.correlate(e, nil, time.Time{}), nil
+	return c.correlate(e, nil, 0, time.Time{}), nil
+}
+
+// mustBeMade panics if c was not made by NewCorrelator.
+func (c *Correlator) mustBeMade(method string) {
+	if c == nil || c.seen == nil {
+		panic("events: Correlator." + method + ": use NewCorrelator; the zero Correlator is not usable")
+	}
+}
+
+// nextNanos returns now's unix nanoseconds, or one more than the last value
+// it returned if that is not larger. Caller holds c.mu.
+func (c *Correlator) nextNanos(now time.Time) int64 {
+	n := max(now.UnixNano(), c.lastNanos+1)
+	c.lastNanos = n
+	return n
 }
 
 // inPlace is what a sink worker that is the only consumer of a recorded
 // event gives correlate (see recorded).
 type inPlace struct {
 	patch Patch // the result's Patch
-	// nanos, if not 0, is the event's time in its name, which it has not
-	// got yet: a patch uses an earlier occurrence's name, so the name is
-	// made only for an event to create.
-	nanos int64
 }
 
 // correlate is Correlate for an event that is not nil, at the time at, or
 // Now's if at is zero. With own not nil, e is the caller's to change: a
 // result that is not an aggregate is e itself, updated, and its Patch is
 // own.patch, so that nothing is allocated or copied.
-func (c *Correlator) correlate(e *Event, own *inPlace, at time.Time) CorrelateResult {
+//
+// nanos, if not 0, is what a Broadcaster reserved for e's name, unique
+// among the names it made (see recorded): a new aggregate event is named
+// with it, as the recorded event it replaces would have been, and, with
+// own not nil, so is a new plain event, which has no name yet (a patch uses
+// an earlier occurrence's name, so the name is made only for an event to
+// create). With nanos 0 (Correlate), a new aggregate event's name comes from
+// nextNanos.
+func (c *Correlator) correlate(e *Event, own *inPlace, nanos int64, at time.Time) CorrelateResult {
 	// buf stays on the stack: it never flows into k, which the caches keep
 	// parts of.
 	var stack [keyBufSize]byte
 	k := eventKeys{local: e.Message}
 	buf := c.appendKeys(stack[:0], e, &k)
 	k.hash(c.seed, buf, c.agg != nil)
-	d, out, p := c.decide(e, &k, buf, own, at)
+	d, out, p := c.decide(e, &k, buf, own, nanos, at)
 	if d.skip {
 		return CorrelateResult{Skip: true, Aggregated: d.aggregated}
 	}
@@ -458,7 +503,7 @@ type decision struct {
 
 // decide runs the three stages under c.mu. It returns the built event (see
 // build) too when SpamKeyFunc needed it.
-func (c *Correlator) decide(e *Event, k *eventKeys, buf []byte, own *inPlace, now time.Time) (d decision, out *Event, p *Patch) {
+func (c *Correlator) decide(e *Event, k *eventKeys, buf []byte, own *inPlace, nanos int64, now time.Time) (d decision, out *Event, p *Patch) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if now.IsZero() {
@@ -494,9 +539,16 @@ func (c *Correlator) decide(e *Event, k *eventKeys, buf []byte, own *inPlace, no
 		d.patch = true
 		d.count, d.first, d.name, d.rv = rec.count+1, rec.first, rec.name, rec.rv
 	} else if d.aggregated {
-		d.name = eventName(e.InvolvedObject.Name, now.UnixNano())
-	} else if own != nil && own.nanos != 0 {
-		d.name = eventName(e.InvolvedObject.Name, own.nanos)
+		// A new aggregate event. client-go names it after the clock alone,
+		// so two aggregates of one object within one clock tick, or an
+		// aggregate and the plain event recorded at that tick, shared a
+		// name, and the sink stored one of them.
+		if nanos == 0 {
+			nanos = c.nextNanos(now)
+		}
+		d.name = eventName(e.InvolvedObject.Name, nanos)
+	} else if own != nil && nanos != 0 {
+		d.name = eventName(e.InvolvedObject.Name, nanos)
 	}
 	*rec = logRecord{count: d.count, first: d.first, name: d.name, rv: d.rv}
 
@@ -587,6 +639,7 @@ func (c *Correlator) aggregate(k *eventKeys, buf []byte, now time.Time) bool {
 // its event, so that the next occurrence patches e's Name and
 // ResourceVersion with e.Count+1. A nil e is ignored.
 func (c *Correlator) UpdateState(e *Event) {
+	c.mustBeMade("UpdateState")
 	if e == nil {
 		return
 	}

@@ -66,8 +66,14 @@
 //
 // Nothing is lost silently: events dropped at a full queue or after
 // Shutdown, invalid events, events the spam filter skipped or aggregated,
-// and events a sink did not store are counted in [Broadcaster.Stats] and
-// reported to the [WithLogger] logger (slog.Default() otherwise).
+// events a sink did not store and events discarded by Stop are counted in
+// [Broadcaster.Stats] and reported to the [WithLogger] logger
+// (slog.Default() otherwise).
+//
+// Every name a Broadcaster gives an event, an aggregate event's included, is
+// unique among the names it gave, even when the clock does not move between
+// events (see [CorrelatorOptions.Now]); a Correlator used on its own gives
+// its aggregate events names unique among them.
 //
 // # Reports
 //
@@ -77,14 +83,17 @@
 // lines. Their levels:
 //
 //   - Warn: events lost to load or to the lifecycle: a full queue
-//     ([WithQueueLength]), an event recorded after Shutdown began.
+//     ([WithQueueLength]), an event recorded after Shutdown began, events
+//     still queued for a watcher or sink when its [Stopper.Stop] was
+//     called.
 //   - Error: events lost to a bug or to a failing sink: a Type other than
 //     Normal or Warning, a Recorder of a Broadcaster not made by
 //     NewBroadcaster, an event the sink rejected, retries exhausted or cut
 //     short by Stop or Shutdown, events abandoned when Shutdown's ctx ended.
 //     Two Error reports are logged every time, because each is rare and
-//     carries its own information: a handler or sink that panicked (with the
-//     panic value and stack) and Shutdown giving up.
+//     carries its own information: a handler or sink that panicked or
+//     called runtime.Goexit (with the panic value and stack) and Shutdown
+//     giving up.
 //   - Info: the correlator's routine decisions: events the spam filter
 //     skipped (a policy that [Disable] turns off) and events written as part
 //     of an aggregate event (their occurrences are counted in it).
@@ -105,7 +114,11 @@
 // order (a Patch must follow the Create it patches), never while a lock is
 // held, with retries sleeping on that goroutine: no goroutine is started per
 // event. A handler is called the same way; it may call Stop on its own
-// [Stopper].
+// [Stopper]. A handler or sink call that panics or calls runtime.Goexit (as
+// t.Fatal does) fails that event only: it is counted in Stats().Failed and
+// reported, and the next events are handled (after a Goexit, by a new
+// goroutine). Reports are logged synchronously, also from Recorder calls,
+// so the [WithLogger] logger must not block.
 //
 // # Shutdown
 //
@@ -121,5 +134,5 @@
 // the events not written are counted in Stats().Abandoned and reported, and
 // a worker still inside a sink call exits as soon as that call returns.
 // [Stopper.Stop] ends one watcher or sink the same way, discarding what was
-// still queued for it.
+// still queued for it (counted in Stats().Failed and reported).
 package events

@@ -15,8 +15,10 @@ package events_test
 //     the MaxEvents-th distinct one and every similar event after it are the
 //     group's aggregate event, until a gap of more than MaxInterval between
 //     similar events starts the group over; the aggregate is named
-//     "<object name>.<hex nanos>" at its creation and carries MessageFunc's
-//     message for the newest event and no annotations;
+//     "<object name>.<hex nanos>" at its creation, the nanos those of the
+//     clock or one more than the previous aggregate name's, whichever is
+//     larger, and carries MessageFunc's message for the newest event and no
+//     annotations;
 //   - the spam filter is a token bucket per source, object and type,
 //     BurstSize tokens, one more per 1/QPS, run last, so a skipped event
 //     still counts;
@@ -183,6 +185,8 @@ type fzModel struct {
 	agg  *mlru[fzGroup]
 	seen *mlru[fzRecord]
 	spam *mlru[fzBucket]
+	// lastNanos is the nanoseconds in the latest aggregate name made.
+	lastNanos int64
 }
 
 func join(s ...string) string { return strings.Join(s, "\x00") }
@@ -240,13 +244,16 @@ func (m *fzModel) correlate(e *events.Event, now time.Time) fzPrediction {
 			Namespace: e.Namespace, InvolvedObject: e.InvolvedObject, Reason: e.Reason, Message: msg,
 			Type: e.Type, Source: e.Source, LastTimestamp: now,
 			ReportingController: e.ReportingController, ReportingInstance: e.ReportingInstance,
-			Name: fmt.Sprintf("%s.%x", e.InvolvedObject.Name, now.UnixNano()), FirstTimestamp: now, Count: 1,
+			FirstTimestamp: now, Count: 1,
 		}
 	}
 	rec, found := m.seen.touch(key)
 	if found && rec.count > 0 {
 		p.Patch = true
 		out.Count, out.FirstTimestamp, out.Name, out.ResourceVersion = rec.count+1, rec.first, rec.name, rec.rv
+	} else if p.Aggregated {
+		m.lastNanos = max(now.UnixNano(), m.lastNanos+1)
+		out.Name = fmt.Sprintf("%s.%x", e.InvolvedObject.Name, m.lastNanos)
 	}
 	*rec = fzRecord{count: out.Count, first: out.FirstTimestamp, name: out.Name, rv: out.ResourceVersion}
 	// 3. Spam filter.

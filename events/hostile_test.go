@@ -51,6 +51,7 @@ var reportKinds = []struct{ sub, kind string }{
 	{"rejected", "rejected"},
 	{"retry limit", "retries-exhausted"},
 	{"while retrying", "gave-up"},
+	{"events still queued for it discarded", "discarded"},
 	{"Shutdown gave up", "shutdown-gave-up"},
 	{"abandoned at Shutdown", "abandoned"},
 	{"Event occurred", "structured-log"},
@@ -258,11 +259,11 @@ func TestHostileInput(t *testing.T) {
 		{"WithQueueLength broadcast.MaxQueueLength", func(t *testing.T) hostileOutcome {
 			return pipeline(t, opts(events.WithQueueLength(broadcast.MaxQueueLength)), recordOne)
 		}, one(defaultOut)},
-		// Undocumented in events: beyond broadcast.MaxQueueLength,
-		// NewBroadcaster panics with the broadcast package's message.
+		// Beyond broadcast.MaxQueueLength the option itself panics (it
+		// used to be NewBroadcaster, with the broadcast package's message).
 		{"WithQueueLength MaxInt", func(t *testing.T) hostileOutcome {
-			return pipeline(t, opts(events.WithQueueLength(math.MaxInt)), recordOne)
-		}, hostileOutcome{Panic: fmt.Sprintf("broadcast: WithQueueLength: n must be at most MaxQueueLength (%d), got %d", broadcast.MaxQueueLength, math.MaxInt)}},
+			return pipeline(t, func() []events.Option { return []events.Option{events.WithQueueLength(math.MaxInt)} }, recordOne)
+		}, hostileOutcome{Panic: fmt.Sprintf("events: WithQueueLength: n must be at most broadcast.MaxQueueLength (%d), got %d", broadcast.MaxQueueLength, math.MaxInt)}},
 		{"WithQueueLength 1, events recorded one by one", func(t *testing.T) hostileOutcome {
 			return pipeline(t, opts(events.WithQueueLength(1)), func(h *hostileEnv) {
 				for i := range 3 {
@@ -631,15 +632,16 @@ func TestHostileInput(t *testing.T) {
 				h.notef("inner watcher got %v", innerGot)
 			})
 			// The inner watcher handles "Stop" or not, depending on
-			// whether it gets there before the outer handler stops it.
-			if out.Stats.Handled == 10 {
-				out.Stats.Handled = 9
+			// whether it gets there before the outer handler stops it; if
+			// not, Stop discards it, counted in Failed and reported.
+			if out.Stats.Handled == 10 && out.Stats.Failed == 0 && out.Reports == nil {
+				out.Stats.Handled, out.Stats.Failed, out.Reports = 9, 1, []string{"discarded"}
 			}
 			return out
 		}, func() hostileOutcome {
 			s := []string{defaultOut, "Normal Seen m", "Normal Stop m", "Normal After m"}
-			return hostileOutcome{Watched: s, Stored: s, Stats: events.Stats{Recorded: 4, Written: 4, Handled: 4 + 4 + 1},
-				Notes: []string{"inner watcher got [Seen]"}}
+			return hostileOutcome{Watched: s, Stored: s, Stats: events.Stats{Recorded: 4, Written: 4, Handled: 4 + 4 + 1, Failed: 1},
+				Reports: []string{"discarded"}, Notes: []string{"inner watcher got [Seen]"}}
 		}()},
 
 		// Shutdown.

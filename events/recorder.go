@@ -98,13 +98,18 @@ func (r *recorder) generate(object ObjectReference, annotations map[string]strin
 		r2.name()
 	}
 	ok, err := b.bc.TryPublish(r2)
+	published := err == nil && ok
+	if published {
+		// Counted under pubMu, so that a Stop can tell how many events
+		// were published to its watcher (see worker.Stop).
+		b.recorded.Add(1)
+	}
 	b.pubMu.RUnlock()
-	if err != nil || !ok {
+	if !published {
 		b.dropClosed(&r2.Event) // not published: still ours
 		return
 	}
 	// From here on r2 may belong to its consumer: do not read it.
-	b.recorded.Add(1)
 	b.noticeDrops(object, eventtype, reason, message)
 }
 
@@ -124,15 +129,18 @@ type recorded struct {
 	// a sink that patches an earlier occurrence never does, which saves
 	// making the name for half the events of the mixed stream.
 	shared bool
-	nanos  int64 // the unix nanoseconds in the event's name
+	// nanos are the unix nanoseconds in the event's name, unique among
+	// those the Broadcaster made (see uniqueNanos). A sink that aggregates
+	// the event names the new aggregate event with them, since the event
+	// itself is then not created: so an aggregate's name is unique too.
+	nanos int64
 }
 
 // name gives the event its name, "<object name>.<hex nanos>", if it has
 // none yet.
 func (r *recorded) name() {
-	if r.nanos != 0 {
+	if r.Name == "" {
 		r.Name = eventName(r.InvolvedObject.Name, r.nanos)
-		r.nanos = 0
 	}
 }
 

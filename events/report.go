@@ -15,7 +15,8 @@ import (
 //
 // The levels (doc.go, "Reports", tells users): Warn for events lost to load
 // or to the broadcaster's lifecycle (a full queue, recording after
-// Shutdown); Error for events lost to a bug or a failing sink (an invalid
+// Shutdown, events still queued for a watcher or sink that Stop ended);
+// Error for events lost to a bug or a failing sink (an invalid
 // type, a Recorder of a zero Broadcaster, a rejected event, retries
 // exhausted or cut short, events abandoned at Shutdown); Info for the
 // correlator's routine decisions, which lose no occurrence from the counts
@@ -38,6 +39,7 @@ const (
 	causeRetriesExhausted
 	causeGaveUp
 	causeNoBroadcaster
+	causeStopped
 	nCauses
 )
 
@@ -54,6 +56,7 @@ var causeInfo = [nCauses]struct {
 	causeRetriesExhausted: {slog.LevelError, "events: unable to write event, retry limit exceeded"},
 	causeGaveUp:           {slog.LevelError, "events: unable to write event, stopped or shut down while retrying"},
 	causeNoBroadcaster:    {slog.LevelError, "events: Recorder of a Broadcaster not made by NewBroadcaster, event dropped"},
+	causeStopped:          {slog.LevelWarn, "events: watcher or sink stopped, events still queued for it discarded"},
 }
 
 // orphanReports reports for the Recorders of a nil or zero Broadcaster,

@@ -51,6 +51,7 @@ func TestReportLevels(t *testing.T) {
 		causeGaveUp:           slog.LevelError,
 		causeSkipped:          slog.LevelInfo,
 		causeAggregated:       slog.LevelInfo,
+		causeStopped:          slog.LevelWarn,
 	}
 	if len(want) != int(nCauses) {
 		t.Fatalf("%d causes have a wanted level, there are %d causes", len(want), nCauses)

@@ -60,15 +60,15 @@ func (wk *worker) recordToSink(sink Sink, corr *Correlator, r *recorded) {
 	// the same clock (CorrelatorOptions.Now): that is one clock reading
 	// less per event, and a decision that does not depend on how far
 	// behind this worker is.
+	// r.nanos, unique in the Broadcaster, names the event if it is created,
+	// or the aggregate event that it starts.
 	var res CorrelateResult
 	if r.shared {
-		res = corr.correlate(e, nil, e.LastTimestamp)
+		res = corr.correlate(e, nil, r.nanos, e.LastTimestamp)
 	} else {
 		// This worker is r's only consumer: the result is r's event
 		// itself (a copy of nothing, 384 bytes not allocated).
-		wk.place.nanos = r.nanos
-		res = corr.correlate(e, &wk.place, e.LastTimestamp)
-		r.nanos = 0
+		res = corr.correlate(e, &wk.place, r.nanos, e.LastTimestamp)
 	}
 	if res.Skip {
 		b.skipped.Add(1)

@@ -28,20 +28,35 @@ type worker struct {
 	stopOnce    sync.Once
 	stopped     atomic.Bool
 	seenDropped atomic.Uint64 // w.Dropped() when last reported
+
+	// recordedAtStart and recordedAtStop are b.recorded when the watcher
+	// was registered and unregistered, under pubMu held for writing: the
+	// difference is the number of events published to it. Written before
+	// the goroutine starts and before stopped is set, respectively.
+	recordedAtStart, recordedAtStop uint64
+	// taken is the number of events the worker's loop has taken from the
+	// watcher. Only the worker's goroutine uses it (a goroutine that
+	// replaces one that called runtime.Goexit included).
+	taken uint64
 }
 
 // Stop implements Stopper: nothing more is queued for the worker, the
-// events still queued for it are discarded, a retry in progress gives up
-// (counted in Stats.Failed), and the sink's context is canceled. It returns
-// at once, also from inside a handler; the goroutine exits when the call in
-// progress returns, and Shutdown waits for that.
+// events still queued for it are discarded (counted in Stats.Failed and
+// reported), a retry in progress gives up (counted in Stats.Failed), and the
+// sink's context is canceled. It returns at once, also from inside a
+// handler; the goroutine exits when the call in progress returns, and
+// Shutdown waits for that.
 func (wk *worker) Stop() {
 	wk.stopOnce.Do(func() {
-		wk.stopped.Store(true)
 		wk.cancel()
-		wk.w.Stop()
 		b := wk.b
+		// Unregister under pubMu, so that no event is published between
+		// the count of those published to the watcher and its end: run
+		// counts the ones it did not take as discarded.
 		b.pubMu.Lock()
+		wk.recordedAtStop = b.recorded.Load()
+		wk.stopped.Store(true)
+		wk.w.Stop()
 		b.consumers--
 		b.pubMu.Unlock()
 		b.mu.Lock()
@@ -51,19 +66,44 @@ func (wk *worker) Stop() {
 }
 
 func (wk *worker) run() {
-	defer wk.b.workerExited()
-	abandoned := uint64(0)
+	exited := false
+	defer func() {
+		if !exited {
+			// The goroutine is ending inside a handler or sink call
+			// that called runtime.Goexit (t.Fatal, t.FailNow): call
+			// counted that event in Failed. Go on serving the rest from
+			// a new goroutine, as after a panic; Shutdown keeps waiting
+			// for it (active is unchanged).
+			go wk.run()
+			return
+		}
+		wk.b.workerExited()
+	}()
+	abandoned, discarded := uint64(0), uint64(0)
 	for e := range wk.w.All() {
+		wk.taken++
 		if wk.ctx.Err() != nil {
 			// Stopped (All ends at once) or Shutdown gave up: count what
 			// is left.
-			if !wk.stopped.Load() {
+			if wk.stopped.Load() {
+				discarded++
+			} else {
 				abandoned++
 				wk.b.abandoned.Add(1)
 			}
 			continue
 		}
 		wk.process(wk, e)
+	}
+	exited = true
+	if wk.stopped.Load() {
+		// The events published to the watcher that it neither dropped
+		// nor yielded were still queued when Stop ended it.
+		discarded += wk.recordedAtStop - wk.recordedAtStart - wk.w.Dropped() - wk.taken
+	}
+	if discarded > 0 {
+		wk.b.failed.Add(discarded)
+		wk.b.rep.add(causeStopped, discarded, nil, nil, slog.String("by", wk.name))
 	}
 	if abandoned > 0 {
 		wk.b.rep.log().LogAttrs(context.Background(), slog.LevelError,
@@ -91,8 +131,13 @@ func (wk *worker) call(f func()) (ok bool) {
 		if !ok {
 			r := recover()
 			wk.b.failed.Add(1)
-			wk.b.rep.log().LogAttrs(context.Background(), slog.LevelError,
-				"events: handler or sink panicked",
+			msg := "events: handler or sink panicked"
+			if r == nil {
+				// Not a panic (panic(nil) recovers a *runtime.PanicNilError):
+				// runtime.Goexit, which run survives.
+				msg = "events: handler or sink called runtime.Goexit (t.Fatal or t.FailNow?); the next events are still handled"
+			}
+			wk.b.rep.log().LogAttrs(context.Background(), slog.LevelError, msg,
 				slog.String("by", wk.name), slog.String("panic", fmt.Sprint(r)),
 				slog.String("stack", string(debug.Stack())))
 		}

@@ -38,7 +38,11 @@ const StreamStep = time.Millisecond
 // namespace (or "default"), and ReportingController/Instance set from
 // Source. Message strings are shared between events, so replaying a stream
 // allocates nothing for them.
+// A negative n panics.
 func MixedStream(n int, seed uint64) []events.Event {
+	if n < 0 {
+		panic(fmt.Sprintf("eventstest: MixedStream: n must not be negative, got %d", n))
+	}
 	rng := rand.New(rand.NewPCG(seed, 0x9e3779b97f4a7c15))
 	objs := streamObjects()
 	out := make([]events.Event, 0, n)
