@@ -99,9 +99,10 @@ var (
 	soakLong  = soakConfig{name: "long", publishers: 4, values: 10_000_000, watchers: 1000, live: 40, survivorEvery: 12}
 )
 
-// soakPending (HERALD_SOAK_PENDING=1) lets the soak build the watchers that
-// known bugs affect (see pending_test.go), which it otherwise avoids.
-var soakPending = os.Getenv("HERALD_SOAK_PENDING") == "1"
+// soakPending: the soak used to avoid the watcher shapes of two DropOldest
+// bugs (see regress_test.go) unless HERALD_SOAK_PENDING=1; they are fixed,
+// so it builds them always.
+var soakPending = true
 
 func TestSoak(t *testing.T) {
 	cfg := soakShort
@@ -420,14 +421,6 @@ func (s *soak) newSpec(i int, r *rand.Rand) soakSpec {
 		fallthrough
 	default:
 		sp.read = []soakRead{soakReadAll, soakReadAll, soakReadC, soakReadC, soakReadMixed}[r.IntN(5)]
-	}
-	if sp.policy == "DropOldest" && (sp.read == soakReadNever || sp.slowEvery > 0) {
-		// A full DropOldest watcher costs every Publish O(queue length) when
-		// its queue has spilled out of the ring (queue length > 1024) or,
-		// in channel mode, while its prefix is unread: see
-		// TestPendingDropOldestFullCost in pending_test.go. Keep those
-		// queues short here, or that cost is all the soak measures.
-		sp.qlen = []int{1, 2, 3, 16, 64}[r.IntN(5)]
 	}
 	if waits && sp.survivor && sp.qlen != 0 && sp.qlen < 16 {
 		sp.qlen = 64 // not a lock-step hand-off for the whole run
