@@ -162,6 +162,16 @@ func keyFieldsOf(e *Event) keyFields {
 	}
 }
 
+// of reports whether e's key fields are f, comparing them in place (no copy
+// of eleven strings on the stack).
+func (f *keyFields) of(e *Event) bool {
+	o := &e.InvolvedObject
+	return f.message == e.Message && f.name == o.Name && f.reason == e.Reason &&
+		f.namespace == o.Namespace && f.uid == o.UID && f.kind == o.Kind &&
+		f.typ == e.Type && f.path == o.FieldPath && f.apiVersion == o.APIVersion &&
+		f.source == e.Source
+}
+
 type aggRecord struct {
 	last        time.Time
 	aggregating bool
@@ -350,27 +360,30 @@ const keyBufSize = 384
 // eventKeys are an event's cache keys, encoded before the lock is taken into
 // one buffer:
 //
-//	'a' spam fields, reason, reporting controller, reporting instance
-//	'p' spam fields, reason, field path, message
+//	'a' reporting controller, reporting instance, 'p' spam fields, reason, field path, message
 //
 // where the spam fields are source component and host, object kind,
 // namespace, name, UID and API version, and type, and each field is its
 // length (uvarint) then its bytes, so that no two distinct events share a
-// key (client-go joins the fields with no separator). The first line without
-// its 'a' is the group key; the first line is the key of the group's
-// aggregate event in the observed-event cache; the second is a plain event's
-// key there, and its spam fields are the spam key. With a KeyFunc the first
-// line is 'a' and its aggregateKey; with aggregation off it is absent.
+// key (client-go joins the fields with no separator). The keys are spans of
+// it: the group key, which is also the key of the group's aggregate event in
+// the observed-event cache, runs from 'a' to the reason; a plain event's key
+// from 'p' to the end; the spam key is the spam fields. So the spam fields
+// and the reason are encoded once for all three keys, and the tags keep an
+// aggregate event's key apart from every plain one. With a KeyFunc the
+// buffer is 'a' and its aggregateKey (the group key), then the plain event
+// key; with aggregation off, the plain event key alone.
 //
 // A cache stores a key as a string: one pointer per entry, where a struct of
 // a dozen strings had a dozen, each scanned by the garbage collector, and a
 // key in place of twelve fields compares with one memequal. Lookups compare
-// the buffer in place; the first insert of an event copies the whole buffer
-// to the heap once (stable), and each cache keeps a substring of that copy.
+// the buffer in place; the first insert of an event copies the buffer from
+// that key on to the heap once (stable), and each cache keeps a substring of
+// that copy.
 type eventKeys struct {
 	all                            string // buf[allLo:] on the heap, made at the first insert
 	allLo                          int
-	spam, group, agg, event        span
+	spam, group, event             span
 	spamHash, groupHash, eventHash uint64
 	local                          string // the aggregation's localKey
 }
@@ -390,10 +403,10 @@ func (k *eventKeys) hash(seed maphash.Seed, buf []byte, aggregation bool) {
 
 // touchKey is lru.touch for the key at s in buf, k's buffer. The first
 // insert copies buf from s on to k.all, and the caches keep substrings of
-// that copy: the caches are touched in the order group, event, spam, so a
-// new group copies all three keys at once, a new message in a known group
-// its event and spam keys (the spam key is the event key's prefix), 130 bytes
-// in the mixed stream instead of 250. buf is a parameter of its own, never
+// that copy: the caches are touched in the order group, event, spam, whose
+// spans start in that order, so a new group copies the whole buffer once
+// (all three keys overlap in it), a new message in a known group its event
+// and spam keys (the spam key is inside the event key). buf is a parameter of its own, never
 // stored in k, so that escape analysis keeps Correlate's buffer on its
 // stack.
 func touchKey[V any](c *lru[string, V], k *eventKeys, buf []byte, s span, h uint64) (v *V, found bool) {
@@ -413,7 +426,7 @@ func touchSlot[V any](c *lru[string, V], k *eventKeys, buf []byte, s span, h uin
 		key = k.all[:s.hi-s.lo]
 	case s.lo >= k.allLo:
 		key = k.all[s.lo-k.allLo : s.hi-k.allLo]
-	default: // the aggregate event's key, before its group's
+	default: // not reached by the default keys, whose spans start in the order touched
 		key = string(s.of(buf))
 	}
 	return c.insert(key, h), false
@@ -422,32 +435,33 @@ func touchSlot[V any](c *lru[string, V], k *eventKeys, buf []byte, s span, h uin
 // appendKeys appends e's encoded keys to buf (see eventKeys), sets their
 // spans in k, and k.local when a KeyFunc gives it, and returns buf.
 func (c *Correlator) appendKeys(buf []byte, e *Event, k *eventKeys) []byte {
-	var spam span // the spam fields, if encoded already
 	if c.agg != nil {
 		buf = append(buf, 'a')
-		lo := len(buf)
 		if c.keyFunc != nil {
 			var group string
 			group, k.local = c.keyFunc(e)
 			buf = append(buf, group...)
+			k.group = span{0, len(buf)}
 		} else {
-			buf = appendSpamFields(buf, e)
-			spam = span{lo, len(buf)}
-			buf = appendField(buf, e.Reason)
+			// The group key ends with the plain event key's first part:
+			// one encoding of the spam fields and the reason serves both.
 			buf = appendField(buf, e.ReportingController)
 			buf = appendField(buf, e.ReportingInstance)
+			lo := len(buf)
+			buf = append(buf, 'p')
+			buf = appendSpamFields(buf, e)
+			k.spam = span{lo + 1, len(buf)}
+			buf = appendField(buf, e.Reason)
+			k.group = span{0, len(buf)}
+			buf = appendField(buf, e.InvolvedObject.FieldPath)
+			buf = appendField(buf, e.Message)
+			k.event = span{lo, len(buf)}
+			return buf
 		}
-		k.group, k.agg = span{lo, len(buf)}, span{0, len(buf)}
 	}
 	lo := len(buf)
 	buf = append(buf, 'p')
-	if spam.hi > 0 {
-		// One copy instead of eight fields: encoding the keys of events
-		// like the mixed stream's takes 48 ns instead of 64.
-		buf = append(buf, spam.of(buf)...)
-	} else {
-		buf = appendSpamFields(buf, e)
-	}
+	buf = appendSpamFields(buf, e)
 	k.spam = span{lo + 1, len(buf)}
 	buf = appendField(buf, e.Reason)
 	buf = appendField(buf, e.InvolvedObject.FieldPath)
@@ -520,7 +534,7 @@ func (c *Correlator) decide(e *Event, k *eventKeys, buf []byte, own *inPlace, na
 	var slot int32
 	var found bool
 	if d.aggregated {
-		slot, found = touchSlot(c.seen, k, buf, k.agg, maphash.Bytes(c.seed, k.agg.of(buf)))
+		slot, found = touchSlot(c.seen, k, buf, k.group, k.groupHash)
 		d.count, d.first = 1, now
 	} else {
 		slot, found = touchSlot(c.seen, k, buf, k.event, k.eventHash)
@@ -643,7 +657,6 @@ func (c *Correlator) UpdateState(e *Event) {
 	if e == nil {
 		return
 	}
-	kf := keyFieldsOf(e)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	// The usual caller passes the event that the latest Correlate returned,
@@ -652,7 +665,7 @@ func (c *Correlator) UpdateState(e *Event) {
 	// (strings that share their bytes compare without reading them) saves
 	// encoding, hashing and looking up the key.
 	var rec *logRecord
-	if i := c.lastSeen; i != 0 && c.lastPlain && kf == c.lastKey {
+	if i := c.lastSeen; i != 0 && c.lastPlain && c.lastKey.of(e) {
 		c.seen.moveToFront(i)
 		rec = &c.seen.vals[i]
 	} else {
@@ -660,7 +673,7 @@ func (c *Correlator) UpdateState(e *Event) {
 		buf := appendEventKey(stack[:0], e)
 		var k eventKeys
 		i, _ = touchSlot(c.seen, &k, buf, span{0, len(buf)}, maphash.Bytes(c.seed, buf))
-		c.lastSeen, c.lastPlain, c.lastKey = i, true, kf
+		c.lastSeen, c.lastPlain, c.lastKey = i, true, keyFieldsOf(e)
 		rec = &c.seen.vals[i]
 	}
 	*rec = logRecord{count: e.Count, first: e.FirstTimestamp, name: e.Name, rv: e.ResourceVersion}
