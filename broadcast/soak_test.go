@@ -99,11 +99,6 @@ var (
 	soakLong  = soakConfig{name: "long", publishers: 4, values: 10_000_000, watchers: 1000, live: 40, survivorEvery: 12}
 )
 
-// soakPending: the soak used to avoid the watcher shapes of two DropOldest
-// bugs (see regress_test.go) unless HERALD_SOAK_PENDING=1; they are fixed,
-// so it builds them always.
-var soakPending = true
-
 func TestSoak(t *testing.T) {
 	cfg := soakShort
 	if os.Getenv("HERALD_SOAK") == "1" {
@@ -433,14 +428,6 @@ func (s *soak) newSpec(i int, r *rand.Rand) soakSpec {
 		sp.prefix = 0
 	default:
 		sp.prefix = 1 + r.IntN(50)
-	}
-	if sp.policy == "DropOldest" && sp.prefix > 0 && (sp.read != soakReadAll && (sp.read != soakReadNever || sp.chanMode)) && !soakPending {
-		// Known bugs of a DropOldest watcher in channel mode with a prefix:
-		// read while its prefix is in the channel, it gets values out of
-		// order and loses prefix values (TestPendingDropOldestPrefixOrder);
-		// never read, it keeps old values that were handed into the channel
-		// rather than the last ones (TestPendingDropOldestChannelKeepsOldest).
-		sp.prefix = -1
 	}
 	if !sp.survivor {
 		life := int64(s.cfg.live) * int64(s.cfg.values) / int64(s.cfg.watchers)

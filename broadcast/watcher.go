@@ -133,16 +133,30 @@ func (w *Watcher[T]) chanQueued() int {
 	return int(min(x, np))
 }
 
+// claimToLocked moves h to seq t (if it is behind), with a CAS, since All
+// loops claim values without w.mu, and returns where h was: w has taken
+// [returned, t) out of the ring.
+func (w *Watcher[T]) claimToLocked(t uint64) uint64 {
+	h := w.h.Load()
+	for h < t && !w.h.CompareAndSwap(h, t) {
+		h = w.h.Load()
+	}
+	return min(h, t)
+}
+
+// clearPendLocked empties w's private queue.
+func (w *Watcher[T]) clearPendLocked() {
+	w.pend = deque[T]{}
+	w.pendLen.Store(0)
+	w.prefixLeft.Store(0)
+}
+
 // settleLocked copies w's ring segment [h, s) into pend, so that the ring
 // may overwrite it or so that seq s can be skipped.
 func (w *Watcher[T]) settleLocked(s uint64, r *ring[T]) {
 	// All loops claim values with a CAS on h without w.mu: move h first,
 	// then copy what we took.
-	h := w.h.Load()
-	for h < s && !w.h.CompareAndSwap(h, s) {
-		h = w.h.Load()
-	}
-	for ; h < s; h++ {
+	for h := w.claimToLocked(s); h < s; h++ {
 		w.pend.push(r.buf[h&r.mask])
 	}
 	w.pendLen.Store(int64(w.pend.len()))
@@ -268,16 +282,10 @@ func (w *Watcher[T]) C() <-chan T {
 			w.ch <- w.pend.pop()
 		}
 		t, r := b.seq(), b.ring.Load()
-		h := w.h.Load()
-		for h < t && !w.h.CompareAndSwap(h, t) {
-			h = w.h.Load()
-		}
-		for ; h < t; h++ {
+		for h := w.claimToLocked(t); h < t; h++ {
 			w.ch <- r.buf[h&r.mask]
 		}
-		w.pend = deque[T]{}
-		w.pendLen.Store(0)
-		w.prefixLeft.Store(0)
+		w.clearPendLocked()
 		close(w.ch)
 		w.chClosed = true
 		w.chp.Store(&w.ch)
@@ -381,13 +389,7 @@ func (w *Watcher[T]) forward() {
 			if aborted && !w.stopped.Load() {
 				w.drop()
 			}
-			if w.stopped.Load() {
-				w.closeChLocked()
-			}
-			if w.sendDone != nil && !w.sendDoneClosed {
-				close(w.sendDone)
-				w.sendDoneClosed = true
-			}
+			w.sendResolvedLocked()
 			w.mu.Unlock()
 			if sent {
 				spins = 0
@@ -428,19 +430,29 @@ func (w *Watcher[T]) forward() {
 		}
 		wake, done := w.wake, w.done
 		w.mu.Unlock()
-		if spins < readerSpins {
-			spins++
-			runtime.Gosched()
-			continue
-		}
-		b.park(w)
-		if w.pendLen.Load() > 0 || w.h.Load() < b.seq() {
-			continue
-		}
-		select {
-		case <-wake:
-		case <-done:
-		}
+		w.awaitValue(wake, done, &spins)
+	}
+}
+
+// awaitValue is what a caught-up reader (an All loop or a forwarder) does
+// before it looks again, without w.mu: it yields the processor readerSpins
+// times, then parks until a publish, Stop or Shutdown.
+func (w *Watcher[T]) awaitValue(wake, done <-chan struct{}, spins *int) {
+	if *spins < readerSpins {
+		*spins++
+		runtime.Gosched()
+		return
+	}
+	w.b.park(w)
+	// Re-check after parking: a publisher stores the tail before it looks
+	// for parked readers, and we park before loading the tail, so one of us
+	// sees the other.
+	if w.pendLen.Load() > 0 || w.h.Load() < w.b.seq() {
+		return
+	}
+	select {
+	case <-wake:
+	case <-done:
 	}
 }
 
@@ -581,6 +593,15 @@ func (w *Watcher[T]) sendDirect(ctx context.Context, v T, s uint64, ws *waitStat
 		w.npClaimed.Add(1)
 		w.h.Store(s + 1)
 	}
+	w.sendResolvedLocked()
+	w.mu.Unlock()
+	return err
+}
+
+// sendResolvedLocked ends a blocked send into ch (the forwarder's or
+// sendDirect's): if Stop came meanwhile, it handed the close of ch to this
+// sender, and waits on sendDone.
+func (w *Watcher[T]) sendResolvedLocked() {
 	if w.stopped.Load() {
 		w.closeChLocked()
 	}
@@ -588,8 +609,6 @@ func (w *Watcher[T]) sendDirect(ctx context.Context, v T, s uint64, ws *waitStat
 		close(w.sendDone)
 		w.sendDoneClosed = true
 	}
-	w.mu.Unlock()
-	return err
 }
 
 // prefixGateLocked reports whether the forwarder must hold the non-prefix
@@ -619,16 +638,9 @@ func (w *Watcher[T]) signalRoomIfWanted() {
 // dropQueuedLocked drops (counted) everything still queued outside w's
 // channel: Shutdown's ctx ended before the reader took it.
 func (w *Watcher[T]) dropQueuedLocked() {
-	n := uint64(w.pend.len())
 	t := w.b.seq()
-	h := w.h.Load()
-	for h < t && !w.h.CompareAndSwap(h, t) {
-		h = w.h.Load()
-	}
-	n += t - h
-	w.pend = deque[T]{}
-	w.pendLen.Store(0)
-	w.prefixLeft.Store(0)
+	n := uint64(w.pend.len()) + t - w.claimToLocked(t)
+	w.clearPendLocked()
 	w.dropped.Add(n)
 	w.b.dropped.Add(n)
 }
@@ -731,22 +743,7 @@ func (w *Watcher[T]) All() iter.Seq[T] {
 			}
 			wake, done := w.wake, w.done
 			w.mu.Unlock()
-			if spins < readerSpins {
-				spins++
-				runtime.Gosched()
-				continue
-			}
-			b.park(w)
-			// Re-check after parking: a publisher stores the tail before it
-			// looks for parked readers, and we park before loading the tail,
-			// so one of us sees the other.
-			if w.pendLen.Load() > 0 || w.h.Load() < b.seq() {
-				continue
-			}
-			select {
-			case <-wake:
-			case <-done:
-			}
+			w.awaitValue(wake, done, &spins)
 		}
 	}
 }
@@ -815,9 +812,7 @@ func (w *Watcher[T]) Stop() {
 			w.chClosed = true
 		}
 	}
-	w.pend = deque[T]{}
-	w.pendLen.Store(0)
-	w.prefixLeft.Store(0)
+	w.clearPendLocked()
 	w.roomWanted.Store(false)
 	w.mu.Unlock()
 	b.mu.Unlock()
