@@ -411,7 +411,7 @@ func (k *eventKeys) hash(seed maphash.Seed, buf []byte, aggregation bool) {
 // stack.
 func touchKey[V any](c *lru[string, V], k *eventKeys, buf []byte, s span, h uint64) (v *V, found bool) {
 	i, found := touchSlot(c, k, buf, s, h)
-	return &c.vals[i], found
+	return c.val(i), found
 }
 
 // touchSlot is touchKey, returning the key's slot.
@@ -548,7 +548,7 @@ func (c *Correlator) decide(e *Event, k *eventKeys, buf []byte, own *inPlace, na
 	if c.lastPlain {
 		c.lastKey = keyFieldsOf(e)
 	}
-	rec := &c.seen.vals[slot]
+	rec := c.seen.val(slot)
 	if found && rec.count > 0 {
 		d.patch = true
 		d.count, d.first, d.name, d.rv = rec.count+1, rec.first, rec.name, rec.rv
@@ -667,14 +667,14 @@ func (c *Correlator) UpdateState(e *Event) {
 	var rec *logRecord
 	if i := c.lastSeen; i != 0 && c.lastPlain && c.lastKey.of(e) {
 		c.seen.moveToFront(i)
-		rec = &c.seen.vals[i]
+		rec = c.seen.val(i)
 	} else {
 		var stack [keyBufSize]byte
 		buf := appendEventKey(stack[:0], e)
 		var k eventKeys
 		i, _ = touchSlot(c.seen, &k, buf, span{0, len(buf)}, maphash.Bytes(c.seed, buf))
 		c.lastSeen, c.lastPlain, c.lastKey = i, true, keyFieldsOf(e)
-		rec = &c.seen.vals[i]
+		rec = c.seen.val(i)
 	}
 	*rec = logRecord{count: e.Count, first: e.FirstTimestamp, name: e.Name, rv: e.ResourceVersion}
 }

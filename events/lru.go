@@ -29,17 +29,32 @@ import "math/bits"
 // least recent key.
 type lru[K comparable, V any] struct {
 	max int
+	n   int // keys held
 	// index maps a hash to its slot: position p holds a slot whose hash's
 	// low bits are p or come before it on the probe sequence, with no empty
 	// position in between. Its length is a power of two, at least twice
 	// the number of slots.
 	index []lruPos
-	// Slot 0 of links is the sentinel of a circular list: links[0].next is
-	// the most recently used slot, links[0].prev the least. Slots 1… hold
-	// entries; keys and vals are indexed alike.
-	links []lruLink
-	keys  []K
-	vals  []V
+	// chunks hold the slots, lruChunk at a time (the last one shorter if
+	// max+1 is not a multiple): a cache that grows allocates one more
+	// chunk and copies nothing, where doubling one slice copied every
+	// entry, pointers and all, with the garbage collector's write barriers
+	// (DESIGN.md, round 4). Slot 0 is the sentinel of a circular list:
+	// its next is the most recently used slot, its prev the least. Slots
+	// 1… hold entries.
+	chunks [][]lruSlot[K, V]
+}
+
+// lruChunk is the number of slots in a chunk (a power of two).
+const (
+	lruChunkBits = 8
+	lruChunk     = 1 << lruChunkBits
+)
+
+type lruSlot[K comparable, V any] struct {
+	lruLink
+	key K
+	val V
 }
 
 // lruPos is one position of the index: slot 0 means empty.
@@ -53,16 +68,41 @@ type lruLink struct {
 	hash       uint64
 }
 
+// initialSlots is the room a new cache has before it allocates a chunk.
+const initialSlots = 1024
+
 func newLRU[K comparable, V any](max int) *lru[K, V] {
-	n := min(max, 1024) + 1
-	return &lru[K, V]{
-		max:   max,
-		index: make([]lruPos, indexLen(n)),
-		links: make([]lruLink, 1, n),
-		keys:  make([]K, 1, n),
-		vals:  make([]V, 1, n),
+	c := &lru[K, V]{max: max, index: make([]lruPos, indexLen(min(max, initialSlots)+1))}
+	for c.slots() < min(max, initialSlots)+1 {
+		c.addChunk()
 	}
+	return c
 }
+
+// slots returns the number of slots allocated, the sentinel included.
+func (c *lru[K, V]) slots() int {
+	if len(c.chunks) == 0 {
+		return 0
+	}
+	return (len(c.chunks)-1)*lruChunk + len(c.chunks[len(c.chunks)-1])
+}
+
+// addChunk allocates the next chunk of slots, no more than max+1 in all.
+func (c *lru[K, V]) addChunk() {
+	n := lruChunk
+	if left := c.max - c.slots(); left < lruChunk-1 { // max+1 might overflow
+		n = left + 1
+	}
+	c.chunks = append(c.chunks, make([]lruSlot[K, V], n))
+}
+
+// slot returns slot i.
+func (c *lru[K, V]) slot(i int32) *lruSlot[K, V] {
+	return &c.chunks[i>>lruChunkBits][i&(lruChunk-1)]
+}
+
+// val returns the value in slot i.
+func (c *lru[K, V]) val(i int32) *V { return &c.slot(i).val }
 
 // indexLen is the index length for n slots: a power of two ≥ 2n.
 func indexLen(n int) int { return 1 << bits.Len(uint(2*n-1)) }
@@ -79,12 +119,12 @@ func (c *lru[K, V]) touch(k K, h uint64) (v *V, found bool) {
 		if e.slot == 0 {
 			break
 		}
-		if e.tag == uint32(h) && c.keys[e.slot] == k {
+		if e.tag == uint32(h) && c.slot(e.slot).key == k {
 			c.moveToFront(e.slot)
-			return &c.vals[e.slot], true
+			return c.val(e.slot), true
 		}
 	}
-	return &c.vals[c.insert(k, h)], false
+	return c.val(c.insert(k, h)), false
 }
 
 // lookupBytes finds the key equal to string(k), whose hash is h, makes it
@@ -98,7 +138,7 @@ func lookupBytes[V any](c *lru[string, V], k []byte, h uint64) int32 {
 		if e.slot == 0 {
 			return 0
 		}
-		if e.tag == uint32(h) && c.keys[e.slot] == string(k) {
+		if e.tag == uint32(h) && c.slot(e.slot).key == string(k) {
 			c.moveToFront(e.slot)
 			return e.slot
 		}
@@ -106,31 +146,26 @@ func lookupBytes[V any](c *lru[string, V], k []byte, h uint64) int32 {
 }
 
 // insert stores k, which is absent, as the most recent key, evicting the
-// least recent one if the cache is full, and returns its slot. vals[slot]
+// least recent one if the cache is full, and returns its slot. Its value
 // holds whatever the reused slot held.
 func (c *lru[K, V]) insert(k K, h uint64) int32 {
 	var i int32
-	if c.len() >= c.max {
-		i = c.links[0].prev // the least recently used
+	if c.n >= c.max {
+		i = c.slot(0).prev // the least recently used
 		c.unlink(i)
 		c.unindex(i)
 	} else {
-		i = int32(len(c.links))
-		if len(c.links) == cap(c.links) {
-			c.growSlots()
+		c.n++
+		i = int32(c.n)
+		if c.n == c.slots() {
+			c.addChunk()
 		}
-		c.links = append(c.links, lruLink{hash: h})
-		c.keys = append(c.keys, k)
-		var zero V
-		c.vals = append(c.vals, zero)
-		if 2*len(c.links) > len(c.index) {
-			c.grow() // places i too
-			c.pushFront(i)
-			return i
+		if 2*(c.n+1) > len(c.index) {
+			c.grow()
 		}
 	}
-	c.keys[i] = k
-	c.links[i].hash = h
+	s := c.slot(i)
+	s.key, s.hash = k, h
 	c.place(i, h)
 	c.pushFront(i)
 	return i
@@ -147,33 +182,22 @@ func (c *lru[K, V]) place(i int32, h uint64) {
 	c.index[p] = lruPos{tag: uint32(h), slot: i}
 }
 
-// growSlots doubles the room for slots, up to max: append would grow them
-// by a quarter at a time, and a fresh correlator's caches, filling up to
-// 4096 entries, would copy them five times instead of twice (measured in
-// DESIGN.md).
-func (c *lru[K, V]) growSlots() {
-	n := min(2*cap(c.links), c.max+1)
-	c.links = append(make([]lruLink, 0, n), c.links...)
-	c.keys = append(make([]K, 0, n), c.keys...)
-	c.vals = append(make([]V, 0, n), c.vals...)
-}
-
-// grow doubles the index and places every slot again.
+// grow doubles the index and places every slot but the newest (n) again.
 func (c *lru[K, V]) grow() {
 	c.index = make([]lruPos, 2*len(c.index))
-	for i := 1; i < len(c.links); i++ {
-		c.place(int32(i), c.links[i].hash)
+	for i := int32(1); i < int32(c.n); i++ {
+		c.place(i, c.slot(i).hash)
 	}
 }
 
 // len returns the number of keys held.
-func (c *lru[K, V]) len() int { return len(c.links) - 1 }
+func (c *lru[K, V]) len() int { return c.n }
 
 // unindex removes slot i from the index, shifting back the positions after
 // it that would otherwise be cut off from their probe sequence's start.
 func (c *lru[K, V]) unindex(i int32) {
 	mask := uint32(len(c.index) - 1)
-	p := uint32(c.links[i].hash) & mask
+	p := uint32(c.slot(i).hash) & mask
 	for c.index[p].slot != i {
 		p = (p + 1) & mask
 	}
@@ -197,7 +221,7 @@ func (c *lru[K, V]) unindex(i int32) {
 }
 
 func (c *lru[K, V]) moveToFront(i int32) {
-	if c.links[0].next == i {
+	if c.slot(0).next == i {
 		return
 	}
 	c.unlink(i)
@@ -205,14 +229,16 @@ func (c *lru[K, V]) moveToFront(i int32) {
 }
 
 func (c *lru[K, V]) unlink(i int32) {
-	l := c.links[i]
-	c.links[l.prev].next = l.next
-	c.links[l.next].prev = l.prev
+	l := c.slot(i).lruLink
+	c.slot(l.prev).next = l.next
+	c.slot(l.next).prev = l.prev
 }
 
 func (c *lru[K, V]) pushFront(i int32) {
-	first := c.links[0].next
-	c.links[i].prev, c.links[i].next = 0, first
-	c.links[first].prev = i
-	c.links[0].next = i
+	head := c.slot(0)
+	first := head.next
+	s := c.slot(i)
+	s.prev, s.next = 0, first
+	c.slot(first).prev = i
+	head.next = i
 }
