@@ -212,6 +212,19 @@ type logRecord struct {
 	first time.Time
 	name  string
 	rv    string
+	// For a plain event's entry, with the default keys: the slots that
+	// held its group and its spam bucket when it was last written, with
+	// their gens (see lruSlot.gen). While both still hold them, the next
+	// occurrence of the event finds its group and bucket through them:
+	// no hashing, probing or comparing of their keys, which were two of
+	// the three cache lookups of every repeated event.
+	group, spam       int32
+	groupGen, spamGen uint32
+}
+
+// set records an observation, keeping the links.
+func (r *logRecord) set(count int32, first time.Time, name, rv string) {
+	r.count, r.first, r.name, r.rv = count, first, name, rv
 }
 
 type spamRecord struct {
@@ -337,7 +350,7 @@ func (c *Correlator) correlate(e *Event, own *inPlace, nanos int64, at time.Time
 	var stack [keyBufSize]byte
 	k := eventKeys{local: e.Message}
 	buf := c.appendKeys(stack[:0], e, &k)
-	k.hash(c.seed, buf, c.agg != nil)
+	k.eventHash = maphash.Bytes(c.seed, k.event.of(buf))
 	d, out, p := c.decide(e, &k, buf, own, nanos, at)
 	if d.skip {
 		return CorrelateResult{Skip: true, Aggregated: d.aggregated}
@@ -381,24 +394,41 @@ const keyBufSize = 384
 // that key on to the heap once (stable), and each cache keeps a substring of
 // that copy.
 type eventKeys struct {
-	all                            string // buf[allLo:] on the heap, made at the first insert
-	allLo                          int
-	spam, group, event             span
-	spamHash, groupHash, eventHash uint64
-	local                          string // the aggregation's localKey
+	all                string // buf[allLo:] on the heap, made at the first insert
+	allLo              int
+	spam, group, event span
+	eventHash          uint64 // computed before the lock is taken
+	// The group's and spam bucket's hashes, computed when a lookup needs
+	// them (a repeated event reaches both through links, see logRecord).
+	groupHash, spamHash uint64
+	hashed              uint8  // hashedGroup | hashedSpam
+	local               string // the aggregation's localKey
 }
+
+const (
+	hashedGroup = 1 << iota
+	hashedSpam
+)
 
 // span is a key's place in the buffer of encoded keys.
 type span struct{ lo, hi int }
 
 func (s span) of(buf []byte) []byte { return buf[s.lo:s.hi] }
 
-func (k *eventKeys) hash(seed maphash.Seed, buf []byte, aggregation bool) {
-	k.spamHash = maphash.Bytes(seed, k.spam.of(buf))
-	k.eventHash = maphash.Bytes(seed, k.event.of(buf))
-	if aggregation {
-		k.groupHash = maphash.Bytes(seed, k.group.of(buf))
+// groupH returns the hash of the group key.
+func (k *eventKeys) groupH(seed maphash.Seed, buf []byte) uint64 {
+	if k.hashed&hashedGroup == 0 {
+		k.groupHash, k.hashed = maphash.Bytes(seed, k.group.of(buf)), k.hashed|hashedGroup
 	}
+	return k.groupHash
+}
+
+// spamH returns the hash of the spam key.
+func (k *eventKeys) spamH(seed maphash.Seed, buf []byte) uint64 {
+	if k.hashed&hashedSpam == 0 {
+		k.spamHash, k.hashed = maphash.Bytes(seed, k.spam.of(buf)), k.hashed|hashedSpam
+	}
+	return k.spamHash
 }
 
 // touchKey is lru.touch for the key at s in buf, k's buffer. The first
@@ -419,6 +449,12 @@ func touchSlot[V any](c *lru[string, V], k *eventKeys, buf []byte, s span, h uin
 	if i := lookupBytes(c, s.of(buf), h); i != 0 {
 		return i, true
 	}
+	return insertKey(c, k, buf, s, h), false
+}
+
+// insertKey inserts the key at s in buf, which is absent, copying it as
+// touchKey describes, and returns its slot.
+func insertKey[V any](c *lru[string, V], k *eventKeys, buf []byte, s span, h uint64) int32 {
 	var key string
 	switch {
 	case k.all == "":
@@ -429,7 +465,7 @@ func touchSlot[V any](c *lru[string, V], k *eventKeys, buf []byte, s span, h uin
 	default: // not reached by the default keys, whose spans start in the order touched
 		key = string(s.of(buf))
 	}
-	return c.insert(key, h), false
+	return c.insert(key, h)
 }
 
 // appendKeys appends e's encoded keys to buf (see eventKeys), sets their
@@ -525,19 +561,38 @@ func (c *Correlator) decide(e *Event, k *eventKeys, buf []byte, own *inPlace, na
 	}
 	d.now = now
 
+	// The plain event's entry, found without making it the most recent
+	// (client-go does not touch it for an event it aggregates), and
+	// through it the event's group and spam bucket.
+	var ev, group, spam int32
+	linking := c.keyFunc == nil
+	if linking {
+		if ev = findBytes(c.seen, k.event.of(buf), k.eventHash); ev != 0 {
+			group, spam = c.linked(c.seen.val(ev), k, buf)
+		}
+	}
+
 	// 1. Aggregation.
 	if c.agg != nil {
-		d.aggregated = c.aggregate(k, buf, now)
+		d.aggregated, group = c.aggregate(k, buf, now, group)
 	}
 
 	// 2. De-duplication.
 	var slot int32
 	var found bool
-	if d.aggregated {
-		slot, found = touchSlot(c.seen, k, buf, k.group, k.groupHash)
+	switch {
+	case d.aggregated:
+		slot, found = touchSlot(c.seen, k, buf, k.group, k.groupH(c.seed, buf))
 		d.count, d.first = 1, now
-	} else {
+	case ev != 0:
+		c.seen.moveToFront(ev)
+		slot, found = ev, true
+	case linking: // absent, as findBytes said
+		slot = insertKey(c.seen, k, buf, k.event, k.eventHash)
+	default:
 		slot, found = touchSlot(c.seen, k, buf, k.event, k.eventHash)
+	}
+	if !d.aggregated {
 		d.count, d.first, d.name, d.rv = e.Count, e.FirstTimestamp, e.Name, e.ResourceVersion
 	}
 	// The memo for UpdateState is for callers of Correlate, which call it
@@ -548,7 +603,10 @@ func (c *Correlator) decide(e *Event, k *eventKeys, buf []byte, own *inPlace, na
 	if c.lastPlain {
 		c.lastKey = keyFieldsOf(e)
 	}
-	rec := c.seen.val(slot)
+	rec := c.seen.val(slot) // stays valid: slots never move (see lru.chunks)
+	if !found {
+		rec.group, rec.spam = 0, 0 // a reused slot's links are another key's
+	}
 	if found && rec.count > 0 {
 		d.patch = true
 		d.count, d.first, d.name, d.rv = rec.count+1, rec.first, rec.name, rec.rv
@@ -564,25 +622,58 @@ func (c *Correlator) decide(e *Event, k *eventKeys, buf []byte, own *inPlace, na
 	} else if own != nil && nanos != 0 {
 		d.name = eventName(e.InvolvedObject.Name, nanos)
 	}
-	*rec = logRecord{count: d.count, first: d.first, name: d.name, rv: d.rv}
+	rec.set(d.count, d.first, d.name, d.rv)
 
 	// 3. Spam filter.
 	if c.spam != nil {
 		var r *spamRecord
 		var found bool
-		if c.spamKeyFunc != nil {
+		switch {
+		case c.spamKeyFunc != nil:
 			out, p = c.build(e, d, own)
 			sk := c.spamKeyFunc(out)
 			r, found = c.spam.touch(sk, maphash.String(c.seed, sk))
-		} else {
-			r, found = touchKey(c.spam, k, buf, k.spam, k.spamHash)
+		case spam != 0:
+			c.spam.moveToFront(spam)
+			r, found = c.spam.val(spam), true
+		default:
+			spam, found = touchSlot(c.spam, k, buf, k.spam, k.spamH(c.seed, buf))
+			r = c.spam.val(spam)
 		}
 		if !found {
 			r.bucket.reset(c.burst)
 		}
 		d.skip = !r.bucket.allow(now, c.limit, c.burst)
 	}
+	if linking && !d.aggregated {
+		if group != 0 {
+			rec.group, rec.groupGen = group, c.agg.slot(group).gen
+		}
+		if spam != 0 && c.spamKeyFunc == nil {
+			rec.spam, rec.spamGen = spam, c.spam.slot(spam).gen
+		}
+	}
 	return d, out, p
+}
+
+// linked returns the slots of the group and spam bucket that r, the entry
+// of the event whose keys are k, links to, each 0 unless the slot still
+// holds the key it held when the link was made. A group's key is the
+// reporting fields, then the start of the event key (see eventKeys): the
+// event key matched, so the group key matches when the reporting fields
+// do, which their encoding lets one comparison of bytes tell. The spam
+// key is part of the event key. Caller holds c.mu.
+func (c *Correlator) linked(r *logRecord, k *eventKeys, buf []byte) (group, spam int32) {
+	if r.group != 0 {
+		if s := c.agg.slot(r.group); s.gen == r.groupGen && len(s.key) == k.group.hi &&
+			s.key[:k.event.lo] == string(buf[:k.event.lo]) {
+			group = r.group
+		}
+	}
+	if r.spam != 0 && c.spam.slot(r.spam).gen == r.spamGen {
+		spam = r.spam
+	}
+	return group, spam
 }
 
 // build makes the event to write, and the place for its patch: a copy of
@@ -626,27 +717,34 @@ func (c *Correlator) build(e *Event, d decision, own *inPlace) (*Event, *Patch) 
 	return out, &box.p
 }
 
-// aggregate records local in group and reports whether the event is to be
-// aggregated. Caller holds c.mu.
-func (c *Correlator) aggregate(k *eventKeys, buf []byte, now time.Time) bool {
+// aggregate records local in the event's group, found at slot group if
+// that is not 0, and reports whether the event is to be aggregated, and the
+// group's slot. Caller holds c.mu.
+func (c *Correlator) aggregate(k *eventKeys, buf []byte, now time.Time, group int32) (bool, int32) {
 	local := k.local
-	r, found := touchKey(c.agg, k, buf, k.group, k.groupHash)
+	found := group != 0
+	if found {
+		c.agg.moveToFront(group)
+	} else {
+		group, found = touchSlot(c.agg, k, buf, k.group, k.groupH(c.seed, buf))
+	}
+	r := c.agg.val(group)
 	if !found || now.Sub(r.last) > c.maxInterval {
 		r.reset()
 		r.aggregating = false
 	}
 	r.last = now
 	if r.aggregating {
-		return true
+		return true, group
 	}
 	if r.add(local, c.maxEvents) < c.maxEvents {
-		return false
+		return false, group
 	}
 	// From here on every similar event is aggregated, so the set of
 	// messages is no longer needed.
 	r.reset()
 	r.aggregating = true
-	return true
+	return true, group
 }
 
 // UpdateState records e, as a sink returned it, as the latest observation of
@@ -672,9 +770,13 @@ func (c *Correlator) UpdateState(e *Event) {
 		var stack [keyBufSize]byte
 		buf := appendEventKey(stack[:0], e)
 		var k eventKeys
-		i, _ = touchSlot(c.seen, &k, buf, span{0, len(buf)}, maphash.Bytes(c.seed, buf))
+		var found bool
+		i, found = touchSlot(c.seen, &k, buf, span{0, len(buf)}, maphash.Bytes(c.seed, buf))
 		c.lastSeen, c.lastPlain, c.lastKey = i, true, keyFieldsOf(e)
 		rec = c.seen.val(i)
+		if !found {
+			rec.group, rec.spam = 0, 0
+		}
 	}
-	*rec = logRecord{count: e.Count, first: e.FirstTimestamp, name: e.Name, rv: e.ResourceVersion}
+	rec.set(e.Count, e.FirstTimestamp, e.Name, e.ResourceVersion)
 }

@@ -360,3 +360,42 @@ func TestCorrelatorConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestCorrelatorGroupsByReportingFields: the plain event key leaves out the
+// reporting controller and instance, the group key has them. A repeated
+// event reaches its group through the link its entry keeps (logRecord), and
+// that link must not lead an event reported by another controller into the
+// first controller's group: here controller b's ten distinct messages
+// aggregate at the tenth, as they would with no other controller, although
+// each of its first nine repeats an event (same plain key) that controller a
+// reported, whose entry links to a's group.
+func TestCorrelatorGroupsByReportingFields(t *testing.T) {
+	clk := newClock()
+	c := events.NewCorrelator(events.CorrelatorOptions{Now: clk.now, BurstSize: events.Disable})
+	record := func(controller string, i int) step {
+		e := newEvent(pod, events.Warning, "BackOff", fmt.Sprintf("m%d", i), clk.step(time.Second))
+		e.ReportingController = controller
+		st, res := decide(t, c, e)
+		if !res.Skip {
+			c.UpdateState(res.Event)
+		}
+		return st
+	}
+	for i := range 9 {
+		if st := record("a", i); st.Aggregated {
+			t.Fatalf("a's message %d aggregated; nine distinct messages must not", i)
+		}
+	}
+	for i := range 9 {
+		st := record("b", i)
+		if st.Aggregated || st.Create || st.Count != 2 {
+			t.Fatalf("b's message %d: %+v, want a plain patch with count 2 (the plain key has no controller)", i, st)
+		}
+	}
+	if st := record("b", 9); !st.Aggregated {
+		t.Fatalf("b's tenth distinct message: %+v, want it aggregated in b's own group", st)
+	}
+	if st := record("a", 0); st.Aggregated {
+		t.Fatalf("a's repeat of its first message: %+v, want a plain patch (a's group has nine messages)", st)
+	}
+}

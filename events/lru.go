@@ -53,6 +53,10 @@ const (
 
 type lruSlot[K comparable, V any] struct {
 	lruLink
+	// gen counts the keys the slot has held: a reference to the slot made
+	// with its gen still names the same key while gen is unchanged (see
+	// logRecord's links).
+	gen uint32
 	key K
 	val V
 }
@@ -132,6 +136,15 @@ func (c *lru[K, V]) touch(k K, h uint64) (v *V, found bool) {
 // compared in place, never converted to a string, so a key that is found
 // costs no allocation.
 func lookupBytes[V any](c *lru[string, V], k []byte, h uint64) int32 {
+	i := findBytes(c, k, h)
+	if i != 0 {
+		c.moveToFront(i)
+	}
+	return i
+}
+
+// findBytes is lookupBytes without making the key the most recent.
+func findBytes[V any](c *lru[string, V], k []byte, h uint64) int32 {
 	mask := uint32(len(c.index) - 1)
 	for p := uint32(h) & mask; ; p = (p + 1) & mask {
 		e := c.index[p]
@@ -139,7 +152,6 @@ func lookupBytes[V any](c *lru[string, V], k []byte, h uint64) int32 {
 			return 0
 		}
 		if e.tag == uint32(h) && c.slot(e.slot).key == string(k) {
-			c.moveToFront(e.slot)
 			return e.slot
 		}
 	}
@@ -166,6 +178,7 @@ func (c *lru[K, V]) insert(k K, h uint64) int32 {
 	}
 	s := c.slot(i)
 	s.key, s.hash = k, h
+	s.gen++
 	c.place(i, h)
 	c.pushFront(i)
 	return i
