@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"time"
+	"unsafe"
 )
 
 // Defaults of [CorrelatorOptions], those of client-go's EventCorrelator.
@@ -163,13 +164,20 @@ func keyFieldsOf(e *Event) keyFields {
 }
 
 // of reports whether e's key fields are f, comparing them in place (no copy
-// of eleven strings on the stack).
+// of eleven strings on the stack). The usual caller passes the event that
+// Correlate returned, whose strings share their bytes with those f holds:
+// same reports that without a call to memequal per field.
 func (f *keyFields) of(e *Event) bool {
 	o := &e.InvolvedObject
-	return f.message == e.Message && f.name == o.Name && f.reason == e.Reason &&
-		f.namespace == o.Namespace && f.uid == o.UID && f.kind == o.Kind &&
-		f.typ == e.Type && f.path == o.FieldPath && f.apiVersion == o.APIVersion &&
-		f.source == e.Source
+	return same(f.message, e.Message) && same(f.name, o.Name) && same(f.reason, e.Reason) &&
+		same(f.namespace, o.Namespace) && same(f.uid, o.UID) && same(f.kind, o.Kind) &&
+		same(f.typ, e.Type) && same(f.path, o.FieldPath) && same(f.apiVersion, o.APIVersion) &&
+		same(f.source.Component, e.Source.Component) && same(f.source.Host, e.Source.Host)
+}
+
+// same is a == b, answered inline when a and b share their bytes.
+func same(a, b string) bool {
+	return len(a) == len(b) && (unsafe.StringData(a) == unsafe.StringData(b) || a == b)
 }
 
 type aggRecord struct {
@@ -214,7 +222,7 @@ type logRecord struct {
 	rv    string
 	// For a plain event's entry, with the default keys: the slots that
 	// held its group and its spam bucket when it was last written, with
-	// their gens (see lruSlot.gen). While both still hold them, the next
+	// their gens (see lruLink.gen). While both still hold them, the next
 	// occurrence of the event finds its group and bucket through them:
 	// no hashing, probing or comparing of their keys, which were two of
 	// the three cache lookups of every repeated event.
@@ -647,10 +655,10 @@ func (c *Correlator) decide(e *Event, k *eventKeys, buf []byte, own *inPlace, na
 	}
 	if linking && !d.aggregated {
 		if group != 0 {
-			rec.group, rec.groupGen = group, c.agg.slot(group).gen
+			rec.group, rec.groupGen = group, c.agg.links[group].gen
 		}
 		if spam != 0 && c.spamKeyFunc == nil {
-			rec.spam, rec.spamGen = spam, c.spam.slot(spam).gen
+			rec.spam, rec.spamGen = spam, c.spam.links[spam].gen
 		}
 	}
 	return d, out, p
@@ -665,12 +673,12 @@ func (c *Correlator) decide(e *Event, k *eventKeys, buf []byte, own *inPlace, na
 // key is part of the event key. Caller holds c.mu.
 func (c *Correlator) linked(r *logRecord, k *eventKeys, buf []byte) (group, spam int32) {
 	if r.group != 0 {
-		if s := c.agg.slot(r.group); s.gen == r.groupGen && len(s.key) == k.group.hi &&
-			s.key[:k.event.lo] == string(buf[:k.event.lo]) {
+		if key := c.agg.entry(r.group).key; c.agg.links[r.group].gen == r.groupGen && len(key) == k.group.hi &&
+			key[:k.event.lo] == string(buf[:k.event.lo]) {
 			group = r.group
 		}
 	}
-	if r.spam != 0 && c.spam.slot(r.spam).gen == r.spamGen {
+	if r.spam != 0 && c.spam.links[r.spam].gen == r.spamGen {
 		spam = r.spam
 	}
 	return group, spam

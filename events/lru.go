@@ -35,14 +35,19 @@ type lru[K comparable, V any] struct {
 	// position in between. Its length is a power of two, at least twice
 	// the number of slots.
 	index []lruPos
-	// chunks hold the slots, lruChunk at a time (the last one shorter if
-	// max+1 is not a multiple): a cache that grows allocates one more
-	// chunk and copies nothing, where doubling one slice copied every
-	// entry, pointers and all, with the garbage collector's write barriers
-	// (DESIGN.md, round 4). Slot 0 is the sentinel of a circular list:
-	// its next is the most recently used slot, its prev the least. Slots
-	// 1… hold entries.
-	chunks [][]lruSlot[K, V]
+	// links[0] is the sentinel of a circular list: its next is the most
+	// recently used slot, its prev the least. Slots 1… hold entries. links
+	// holds no pointer, so growing it is a plain copy, and the recency list
+	// stays in an array of its own: moving an entry to the front touches
+	// 24-byte links that stay in the processor's cache.
+	links []lruLink
+	// chunks hold the slots' keys and values, lruChunk at a time (the last
+	// one shorter if max+1 is not a multiple): a cache that grows
+	// allocates one more chunk and copies nothing, where doubling one
+	// slice copied every entry, pointers and all, with the garbage
+	// collector's write barriers (DESIGN.md, round 4). Slots never move,
+	// so a pointer to a value stays valid until the slot is reused.
+	chunks [][]lruEntry[K, V]
 }
 
 // lruChunk is the number of slots in a chunk (a power of two).
@@ -51,12 +56,7 @@ const (
 	lruChunk     = 1 << lruChunkBits
 )
 
-type lruSlot[K comparable, V any] struct {
-	lruLink
-	// gen counts the keys the slot has held: a reference to the slot made
-	// with its gen still names the same key while gen is unchanged (see
-	// logRecord's links).
-	gen uint32
+type lruEntry[K comparable, V any] struct {
 	key K
 	val V
 }
@@ -69,21 +69,27 @@ type lruPos struct {
 
 type lruLink struct {
 	prev, next int32
-	hash       uint64
+	// gen counts the keys the slot has held: a reference to the slot made
+	// with its gen still names the same key while gen is unchanged (see
+	// logRecord's links).
+	gen  uint32
+	hash uint64
 }
 
-// initialSlots is the room a new cache has before it allocates a chunk.
+// initialSlots is the room a new cache has before it grows.
 const initialSlots = 1024
 
 func newLRU[K comparable, V any](max int) *lru[K, V] {
-	c := &lru[K, V]{max: max, index: make([]lruPos, indexLen(min(max, initialSlots)+1))}
-	for c.slots() < min(max, initialSlots)+1 {
+	n := min(max, initialSlots) + 1
+	c := &lru[K, V]{max: max, index: make([]lruPos, indexLen(n)), links: make([]lruLink, 1, n)}
+	for c.slots() < n {
 		c.addChunk()
 	}
 	return c
 }
 
-// slots returns the number of slots allocated, the sentinel included.
+// slots returns the number of slots the chunks have, the sentinel's
+// included.
 func (c *lru[K, V]) slots() int {
 	if len(c.chunks) == 0 {
 		return 0
@@ -97,16 +103,16 @@ func (c *lru[K, V]) addChunk() {
 	if left := c.max - c.slots(); left < lruChunk-1 { // max+1 might overflow
 		n = left + 1
 	}
-	c.chunks = append(c.chunks, make([]lruSlot[K, V], n))
+	c.chunks = append(c.chunks, make([]lruEntry[K, V], n))
 }
 
-// slot returns slot i.
-func (c *lru[K, V]) slot(i int32) *lruSlot[K, V] {
+// entry returns slot i's key and value.
+func (c *lru[K, V]) entry(i int32) *lruEntry[K, V] {
 	return &c.chunks[i>>lruChunkBits][i&(lruChunk-1)]
 }
 
 // val returns the value in slot i.
-func (c *lru[K, V]) val(i int32) *V { return &c.slot(i).val }
+func (c *lru[K, V]) val(i int32) *V { return &c.entry(i).val }
 
 // indexLen is the index length for n slots: a power of two ≥ 2n.
 func indexLen(n int) int { return 1 << bits.Len(uint(2*n-1)) }
@@ -123,7 +129,7 @@ func (c *lru[K, V]) touch(k K, h uint64) (v *V, found bool) {
 		if e.slot == 0 {
 			break
 		}
-		if e.tag == uint32(h) && c.slot(e.slot).key == k {
+		if e.tag == uint32(h) && c.entry(e.slot).key == k {
 			c.moveToFront(e.slot)
 			return c.val(e.slot), true
 		}
@@ -151,7 +157,7 @@ func findBytes[V any](c *lru[string, V], k []byte, h uint64) int32 {
 		if e.slot == 0 {
 			return 0
 		}
-		if e.tag == uint32(h) && c.slot(e.slot).key == string(k) {
+		if e.tag == uint32(h) && c.entry(e.slot).key == string(k) {
 			return e.slot
 		}
 	}
@@ -163,7 +169,7 @@ func findBytes[V any](c *lru[string, V], k []byte, h uint64) int32 {
 func (c *lru[K, V]) insert(k K, h uint64) int32 {
 	var i int32
 	if c.n >= c.max {
-		i = c.slot(0).prev // the least recently used
+		i = c.links[0].prev // the least recently used
 		c.unlink(i)
 		c.unindex(i)
 	} else {
@@ -172,13 +178,19 @@ func (c *lru[K, V]) insert(k K, h uint64) int32 {
 		if c.n == c.slots() {
 			c.addChunk()
 		}
+		if len(c.links) == cap(c.links) {
+			// Doubling (append would grow by a quarter at a time here).
+			c.links = append(make([]lruLink, 0, min(2*cap(c.links), c.max+1)), c.links...)
+		}
+		c.links = append(c.links, lruLink{})
 		if 2*(c.n+1) > len(c.index) {
 			c.grow()
 		}
 	}
-	s := c.slot(i)
-	s.key, s.hash = k, h
-	s.gen++
+	c.entry(i).key = k
+	l := &c.links[i]
+	l.hash = h
+	l.gen++
 	c.place(i, h)
 	c.pushFront(i)
 	return i
@@ -199,7 +211,7 @@ func (c *lru[K, V]) place(i int32, h uint64) {
 func (c *lru[K, V]) grow() {
 	c.index = make([]lruPos, 2*len(c.index))
 	for i := int32(1); i < int32(c.n); i++ {
-		c.place(i, c.slot(i).hash)
+		c.place(i, c.links[i].hash)
 	}
 }
 
@@ -210,7 +222,7 @@ func (c *lru[K, V]) len() int { return c.n }
 // it that would otherwise be cut off from their probe sequence's start.
 func (c *lru[K, V]) unindex(i int32) {
 	mask := uint32(len(c.index) - 1)
-	p := uint32(c.slot(i).hash) & mask
+	p := uint32(c.links[i].hash) & mask
 	for c.index[p].slot != i {
 		p = (p + 1) & mask
 	}
@@ -234,24 +246,28 @@ func (c *lru[K, V]) unindex(i int32) {
 }
 
 func (c *lru[K, V]) moveToFront(i int32) {
-	if c.slot(0).next == i {
+	links := c.links
+	if links[0].next == i {
 		return
 	}
-	c.unlink(i)
-	c.pushFront(i)
+	l := &links[i]
+	links[l.prev].next = l.next
+	links[l.next].prev = l.prev
+	first := links[0].next
+	l.prev, l.next = 0, first
+	links[first].prev = i
+	links[0].next = i
 }
 
 func (c *lru[K, V]) unlink(i int32) {
-	l := c.slot(i).lruLink
-	c.slot(l.prev).next = l.next
-	c.slot(l.next).prev = l.prev
+	l := c.links[i]
+	c.links[l.prev].next = l.next
+	c.links[l.next].prev = l.prev
 }
 
 func (c *lru[K, V]) pushFront(i int32) {
-	head := c.slot(0)
-	first := head.next
-	s := c.slot(i)
-	s.prev, s.next = 0, first
-	c.slot(first).prev = i
-	head.next = i
+	first := c.links[0].next
+	c.links[i].prev, c.links[i].next = 0, first
+	c.links[first].prev = i
+	c.links[0].next = i
 }

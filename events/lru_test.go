@@ -67,8 +67,8 @@ func TestLRUAgainstModel(t *testing.T) {
 				}
 				// Contents in recency order.
 				var got []int
-				for i := c.slot(0).next; i != 0; i = c.slot(i).next {
-					got = append(got, c.slot(i).key)
+				for i := c.links[0].next; i != 0; i = c.links[i].next {
+					got = append(got, c.entry(i).key)
 				}
 				if !slices.Equal(got, m.keys) {
 					t.Fatalf("size %d: order %v, model %v", size, got, m.keys)
@@ -86,8 +86,8 @@ func TestLRUAgainstModel(t *testing.T) {
 func chainLen(c *lru[int, int], k int, h uint64) int {
 	n := 0
 	for _, e := range c.index {
-		if e.slot != 0 && c.slot(e.slot).key == k {
-			if e.tag != uint32(h) || c.slot(e.slot).hash != h {
+		if e.slot != 0 && c.entry(e.slot).key == k {
+			if e.tag != uint32(h) || c.links[e.slot].hash != h {
 				return -1
 			}
 			n++
