@@ -131,9 +131,9 @@ func tableRows() []*row {
 	add(&row{label: "round trip until all 100 have it, C()", k8s: "Latency/k8s", herald: "Latency/herald-C", units: u("ns/op")})
 
 	add(&row{section: "7. Correlator on the mixed stream (1000 objects, repeats, message variants)", label: "time per event",
-		k8s: "Correlator/k8s", herald: "Correlator/herald", units: u("ns/op")})
+		k8s: "Correlator/k8s", herald: "Correlator/herald", units: u("ns/op"), target: ratioAtLeast(50)})
 	add(&row{label: "allocations per event", k8s: "Correlator/k8s", herald: "Correlator/herald",
-		units: u("allocs/op")})
+		units: u("allocs/op"), target: heraldAtMost(3)})
 	add(&row{label: "decisions on one pass: patched", k8s: "Correlator/k8s", herald: "Correlator/herald",
 		units: u("patched-%"), noRatio: true})
 	add(&row{label: "decisions on one pass: aggregated (herald keeps aggregating by design)", k8s: "Correlator/k8s", herald: "Correlator/herald",
@@ -141,7 +141,7 @@ func tableRows() []*row {
 	add(&row{label: "decisions on one pass: skipped by the spam filter", k8s: "Correlator/k8s", herald: "Correlator/herald",
 		units: u("skipped-%"), noRatio: true})
 	add(&row{section: "8. Whole pipeline: Recorder.Event/Eventf → broadcaster → correlator → no-op sink", label: "time per event",
-		k8s: "Pipeline/k8s", herald: "Pipeline/herald", units: u("ns/op")})
+		k8s: "Pipeline/k8s", herald: "Pipeline/herald", units: u("ns/op"), target: ratioAtLeast(30)})
 	add(&row{label: "allocations per event", k8s: "Pipeline/k8s", herald: "Pipeline/herald",
 		units: u("allocs/op")})
 	add(&row{label: "events that reached the sink", k8s: "Pipeline/k8s", herald: "Pipeline/herald",
