@@ -18,10 +18,10 @@ import "math/bits"
 //   - a lookup ([lookupBytes]) compares the caller's bytes in place, so a
 //     key that is found costs no string; [lru.touch] is one lookup, and
 //     once the cache is full the evicted slot is reused for the new key;
-//   - entries live in slices indexed by int32, with the recency list in a
-//     compact array of its own: moving an entry to the front touches 16-byte
-//     links that stay in the processor's cache, not three scattered
-//     entries.
+//   - entries live in slots numbered by int32, the recency list in a
+//     compact array of its own (moving an entry to the front touches
+//     24-byte links that stay in the processor's cache, not three
+//     scattered entries), keys and values in chunks that never move.
 //
 // See DESIGN.md for the measurements. Recency is kept as in k8s.io/utils/lru
 // (groupcache), which client-go's correlator uses: a lookup or an insert
