@@ -406,17 +406,13 @@ type eventKeys struct {
 	allLo              int
 	spam, group, event span
 	eventHash          uint64 // computed before the lock is taken
-	// The group's and spam bucket's hashes, computed when a lookup needs
-	// them (a repeated event reaches both through links, see logRecord).
-	groupHash, spamHash uint64
-	hashed              uint8  // hashedGroup | hashedSpam
-	local               string // the aggregation's localKey
+	// The group key's hash, computed when a lookup needs it (a repeated
+	// event reaches its group through a link, see logRecord), at most
+	// once: the aggregated path looks the group key up twice.
+	groupHash   uint64
+	groupHashed bool
+	local       string // the aggregation's localKey
 }
-
-const (
-	hashedGroup = 1 << iota
-	hashedSpam
-)
 
 // span is a key's place in the buffer of encoded keys.
 type span struct{ lo, hi int }
@@ -425,34 +421,20 @@ func (s span) of(buf []byte) []byte { return buf[s.lo:s.hi] }
 
 // groupH returns the hash of the group key.
 func (k *eventKeys) groupH(seed maphash.Seed, buf []byte) uint64 {
-	if k.hashed&hashedGroup == 0 {
-		k.groupHash, k.hashed = maphash.Bytes(seed, k.group.of(buf)), k.hashed|hashedGroup
+	if !k.groupHashed {
+		k.groupHash, k.groupHashed = maphash.Bytes(seed, k.group.of(buf)), true
 	}
 	return k.groupHash
 }
 
-// spamH returns the hash of the spam key.
-func (k *eventKeys) spamH(seed maphash.Seed, buf []byte) uint64 {
-	if k.hashed&hashedSpam == 0 {
-		k.spamHash, k.hashed = maphash.Bytes(seed, k.spam.of(buf)), k.hashed|hashedSpam
-	}
-	return k.spamHash
-}
-
-// touchKey is lru.touch for the key at s in buf, k's buffer. The first
-// insert copies buf from s on to k.all, and the caches keep substrings of
-// that copy: the caches are touched in the order group, event, spam, whose
-// spans start in that order, so a new group copies the whole buffer once
-// (all three keys overlap in it), a new message in a known group its event
-// and spam keys (the spam key is inside the event key). buf is a parameter of its own, never
-// stored in k, so that escape analysis keeps Correlate's buffer on its
-// stack.
-func touchKey[V any](c *lru[string, V], k *eventKeys, buf []byte, s span, h uint64) (v *V, found bool) {
-	i, found := touchSlot(c, k, buf, s, h)
-	return c.val(i), found
-}
-
-// touchSlot is touchKey, returning the key's slot.
+// touchSlot is lru.touch for the key at s in buf, k's buffer, returning
+// the key's slot. The first insert copies buf from s on to k.all, and the
+// caches keep substrings of that copy: the caches are touched in the order
+// group, event, spam, whose spans start in that order, so a new group
+// copies the whole buffer once (all three keys overlap in it), a new
+// message in a known group its event and spam keys (the spam key is inside
+// the event key). buf is a parameter of its own, never stored in k, so that
+// escape analysis keeps Correlate's buffer on its stack.
 func touchSlot[V any](c *lru[string, V], k *eventKeys, buf []byte, s span, h uint64) (slot int32, found bool) {
 	if i := lookupBytes(c, s.of(buf), h); i != 0 {
 		return i, true
@@ -461,7 +443,7 @@ func touchSlot[V any](c *lru[string, V], k *eventKeys, buf []byte, s span, h uin
 }
 
 // insertKey inserts the key at s in buf, which is absent, copying it as
-// touchKey describes, and returns its slot.
+// touchSlot describes, and returns its slot.
 func insertKey[V any](c *lru[string, V], k *eventKeys, buf []byte, s span, h uint64) int32 {
 	var key string
 	switch {
@@ -645,7 +627,7 @@ func (c *Correlator) decide(e *Event, k *eventKeys, buf []byte, own *inPlace, na
 			c.spam.moveToFront(spam)
 			r, found = c.spam.val(spam), true
 		default:
-			spam, found = touchSlot(c.spam, k, buf, k.spam, k.spamH(c.seed, buf))
+			spam, found = touchSlot(c.spam, k, buf, k.spam, maphash.Bytes(c.seed, k.spam.of(buf)))
 			r = c.spam.val(spam)
 		}
 		if !found {
@@ -657,7 +639,7 @@ func (c *Correlator) decide(e *Event, k *eventKeys, buf []byte, own *inPlace, na
 		if group != 0 {
 			rec.group, rec.groupGen = group, c.agg.links[group].gen
 		}
-		if spam != 0 && c.spamKeyFunc == nil {
+		if spam != 0 { // 0 with a SpamKeyFunc, whose keys are not the event's
 			rec.spam, rec.spamGen = spam, c.spam.links[spam].gen
 		}
 	}
