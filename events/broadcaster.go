@@ -208,7 +208,7 @@ func NewBroadcaster(opts ...Option) *Broadcaster {
 		),
 	}
 	if b.now == nil {
-		b.now = time.Now
+		b.now = now
 	}
 	b.rep.logger = cfg.logger
 	b.ctx, b.cancel = context.WithCancel(context.Background())

@@ -79,7 +79,9 @@ type CorrelatorOptions struct {
 	// nil means one bucket per source, object and type.
 	SpamKeyFunc func(*Event) string
 
-	// Now returns the current time; nil means time.Now. Simulations and
+	// Now returns the current time; nil means time.Now (read more cheaply:
+	// from the monotonic clock, resynchronized with the wall clock every
+	// second). Simulations and
 	// tests set it to replay a stream at its own pace. A [Broadcaster] also
 	// stamps recorded events with it, and its sinks' correlators judge each
 	// event at the time it was stamped rather than read the clock again.
@@ -279,7 +281,7 @@ func NewCorrelator(o CorrelatorOptions) *Correlator {
 		seed:        maphash.MakeSeed(),
 	}
 	if c.now == nil {
-		c.now = time.Now
+		c.now = now
 	}
 	if c.maxEvents > 0 {
 		c.agg = newLRU[string, aggRecord](size)

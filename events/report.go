@@ -85,9 +85,9 @@ func (r *reporter) log() *slog.Logger {
 func (r *reporter) add(c cause, n uint64, e *Event, err error, attrs ...slog.Attr) {
 	s := &r.c[c]
 	s.pending.Add(n)
-	now := time.Now().UnixNano()
+	t := now().UnixNano()
 	next := s.next.Load()
-	if now < next || !s.next.CompareAndSwap(next, now+int64(reportInterval)) {
+	if t < next || !s.next.CompareAndSwap(next, t+int64(reportInterval)) {
 		return
 	}
 	r.emit(c, s.pending.Swap(0), e, err, attrs)
