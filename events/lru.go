@@ -245,6 +245,10 @@ func (c *lru[K, V]) unindex(i int32) {
 	}
 }
 
+// moveToFront makes slot i the most recent. It is unlink and pushFront
+// written out on one local slice: calling them, each reloading c.links,
+// cost 70 more instructions per correlated event (three calls per event;
+// cachegrind, DESIGN.md round 4).
 func (c *lru[K, V]) moveToFront(i int32) {
 	links := c.links
 	if links[0].next == i {
