@@ -29,7 +29,6 @@ import "math/bits"
 // least recent key.
 type lru[K comparable, V any] struct {
 	max int
-	n   int // keys held
 	// index maps a hash to its slot: position p holds a slot whose hash's
 	// low bits are p or come before it on the probe sequence, with no empty
 	// position in between. Its length is a power of two, at least twice
@@ -168,14 +167,13 @@ func findBytes[V any](c *lru[string, V], k []byte, h uint64) int32 {
 // holds whatever the reused slot held.
 func (c *lru[K, V]) insert(k K, h uint64) int32 {
 	var i int32
-	if c.n >= c.max {
+	if c.len() >= c.max {
 		i = c.links[0].prev // the least recently used
 		c.unlink(i)
 		c.unindex(i)
 	} else {
-		c.n++
-		i = int32(c.n)
-		if c.n == c.slots() {
+		i = int32(len(c.links))
+		if int(i) == c.slots() {
 			c.addChunk()
 		}
 		if len(c.links) == cap(c.links) {
@@ -183,7 +181,7 @@ func (c *lru[K, V]) insert(k K, h uint64) int32 {
 			c.links = append(make([]lruLink, 0, min(2*cap(c.links), c.max+1)), c.links...)
 		}
 		c.links = append(c.links, lruLink{})
-		if 2*(c.n+1) > len(c.index) {
+		if 2*len(c.links) > len(c.index) {
 			c.grow()
 		}
 	}
@@ -207,16 +205,17 @@ func (c *lru[K, V]) place(i int32, h uint64) {
 	c.index[p] = lruPos{tag: uint32(h), slot: i}
 }
 
-// grow doubles the index and places every slot but the newest (n) again.
+// grow doubles the index and places every slot but the newest, which
+// insert places, again.
 func (c *lru[K, V]) grow() {
 	c.index = make([]lruPos, 2*len(c.index))
-	for i := int32(1); i < int32(c.n); i++ {
+	for i := int32(1); i < int32(len(c.links)-1); i++ {
 		c.place(i, c.links[i].hash)
 	}
 }
 
 // len returns the number of keys held.
-func (c *lru[K, V]) len() int { return c.n }
+func (c *lru[K, V]) len() int { return len(c.links) - 1 }
 
 // unindex removes slot i from the index, shifting back the positions after
 // it that would otherwise be cut off from their probe sequence's start.
