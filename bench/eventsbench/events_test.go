@@ -413,4 +413,5 @@ func BenchmarkPipeline(b *testing.B) {
 				}
 		})
 	})
+	b.Run("floor", pipelineFloor)
 }

@@ -58,7 +58,7 @@ var jobs = []job{
 	{pkg: ".", bench: "Lossy", systems: []string{"k8s", "herald-C"}},
 	{pkg: ".", bench: "Latency", systems: []string{"k8s", "herald-C", "herald-All"}},
 	{pkg: "./eventsbench", bench: "Correlator", systems: []string{"k8s", "herald"}},
-	{pkg: "./eventsbench", bench: "Pipeline", systems: []string{"k8s", "herald"}},
+	{pkg: "./eventsbench", bench: "Pipeline", systems: []string{"k8s", "herald", "floor"}},
 }
 
 type config struct {
@@ -124,7 +124,7 @@ func run(c config) error {
 		if run := res.config["compare-run"]; run != "" {
 			env = fmt.Sprintf("%s; from %s", run, c.from)
 		}
-		return report(c, res, nil, env)
+		return report(c, res, asked(c), env)
 	}
 	start := time.Now()
 
@@ -186,16 +186,7 @@ func run(c config) error {
 	}
 	// The table has a row for every workload asked for, so that one that
 	// could not run shows as n/a; -run leaves the others out.
-	var benches map[string]bool
-	if c.only != nil {
-		benches = map[string]bool{}
-		for _, j := range jobs {
-			if c.only.MatchString(j.bench) {
-				benches[j.bench] = true
-			}
-		}
-	}
-	err = report(c, res, benches, environment(c, time.Since(start)))
+	err = report(c, res, asked(c), environment(c, time.Since(start)))
 	if len(failures) > 0 {
 		for _, f := range failures {
 			fmt.Fprintln(os.Stderr, "FAIL", f)
@@ -203,6 +194,20 @@ func run(c config) error {
 		return fmt.Errorf("%d build(s) or benchmark run(s) failed; output in %s", len(failures), raw.Name())
 	}
 	return err
+}
+
+// asked returns the workloads -run selects, nil for all of them.
+func asked(c config) map[string]bool {
+	if c.only == nil {
+		return nil
+	}
+	benches := map[string]bool{}
+	for _, j := range jobs {
+		if c.only.MatchString(j.bench) {
+			benches[j.bench] = true
+		}
+	}
+	return benches
 }
 
 // report prints the table and writes the Markdown and the chart.
@@ -219,10 +224,14 @@ func report(c config, res *results, benches map[string]bool, env string) error {
 		return err
 	}
 	pngPath := filepath.Join(c.outDir, "bench-fanout.png")
-	if err := fanoutChart(res, pngPath); err != nil {
-		return fmt.Errorf("chart: %w", err)
+	if benches == nil || benches["Fanout"] {
+		if err := fanoutChart(res, pngPath); err != nil {
+			return fmt.Errorf("chart: %w", err)
+		}
+		fmt.Printf("wrote %s, %s\n", mdPath, pngPath)
+	} else {
+		fmt.Printf("wrote %s (no chart: -run left out Fanout)\n", mdPath)
 	}
-	fmt.Printf("wrote %s, %s\n", mdPath, pngPath)
 	if c.docsDir != "" && c.only == nil {
 		for src, dst := range map[string]string{mdPath: "bench-results.md", pngPath: "bench-fanout.png"} {
 			if err := copyFile(src, filepath.Join(c.docsDir, dst)); err != nil {
