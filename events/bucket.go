@@ -24,11 +24,11 @@ func (b *bucket) allow(now time.Time, limit float64, burst int) bool {
 	if limit == math.MaxFloat64 { // rate.Inf
 		return true
 	}
-	last := b.last
-	if now.Before(last) {
-		last = now
+	elapsed := now.Sub(b.last)
+	if elapsed < 0 { // now.Before(b.last), which Limiter treats as no time
+		elapsed = 0
 	}
-	tokens := b.tokens + tokensFromDuration(limit, now.Sub(last))
+	tokens := b.tokens + tokensFromDuration(limit, elapsed)
 	if fb := float64(burst); tokens > fb {
 		tokens = fb
 	}
