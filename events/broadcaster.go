@@ -120,7 +120,8 @@ type Stats struct {
 	Written uint64
 	// Failed is the number of events a sink did not store: rejected, out of
 	// tries, or given up when their recording was stopped; the events whose
-	// handler or sink call panicked or called runtime.Goexit; and the events
+	// handler or sink call panicked or called runtime.Goexit, or on which a
+	// function of the sink's CorrelatorOptions panicked; and the events
 	// still queued for a watcher or sink when its Stop was called, which
 	// were discarded. So each event published to a sink ends up counted,
 	// for that sink, in exactly one of Dropped, Written, Skipped, Failed

@@ -30,6 +30,13 @@ const Disable = -1
 
 // CorrelatorOptions configures a [Correlator]. The zero value gives
 // client-go's defaults.
+//
+// The functions among them are the caller's code: a Correlator used
+// directly lets their panics through to its caller (after releasing its
+// lock). In a [Broadcaster]'s sink, a panic in KeyFunc, MessageFunc or
+// SpamKeyFunc loses that one event (counted in [Stats].Failed and
+// reported) and the sink goes on; a panic in Now, which Recorders call,
+// stamps the event with time.Now instead and is reported.
 type CorrelatorOptions struct {
 	// LRUCacheSize is the number of entries in each of the correlator's three
 	// caches (aggregation groups, observed events, spam buckets); the least

@@ -89,11 +89,13 @@
 //   - Error: events lost to a bug or to a failing sink: a Type other than
 //     Normal or Warning, a Recorder of a Broadcaster not made by
 //     NewBroadcaster, an event the sink rejected, retries exhausted or cut
-//     short by Stop or Shutdown, events abandoned when Shutdown's ctx ended.
-//     Two Error reports are logged every time, because each is rare and
-//     carries its own information: a handler or sink that panicked or
-//     called runtime.Goexit (with the panic value and stack) and Shutdown
-//     giving up.
+//     short by Stop or Shutdown, events abandoned when Shutdown's ctx ended,
+//     a [CorrelatorOptions].Now that panicked in a Recorder (the event is
+//     stamped with time.Now instead). Two Error reports are logged every
+//     time, because each is rare and carries its own information: a
+//     handler, sink or function of a sink's CorrelatorOptions (KeyFunc,
+//     MessageFunc, SpamKeyFunc) that panicked or called runtime.Goexit
+//     (with the panic value and stack), and Shutdown giving up.
 //   - Info: the correlator's routine decisions: events the spam filter
 //     skipped (a policy that [Disable] turns off) and events written as part
 //     of an aggregate event (their occurrences are counted in it).
@@ -115,9 +117,10 @@
 // held, with retries sleeping on that goroutine: no goroutine is started per
 // event. A handler is called the same way; it may call Stop on its own
 // [Stopper]. A handler or sink call that panics or calls runtime.Goexit (as
-// t.Fatal does) fails that event only: it is counted in Stats().Failed and
-// reported, and the next events are handled (after a Goexit, by a new
-// goroutine). Reports are logged synchronously, also from Recorder calls,
+// t.Fatal does), or a function of the sink's CorrelatorOptions that panics,
+// fails that event only: it is counted in Stats().Failed and reported, and
+// the next events are handled (after a Goexit or a CorrelatorOptions panic,
+// by a new goroutine). Reports are logged synchronously, also from Recorder calls,
 // so the [WithLogger] logger must not block.
 //
 // # Shutdown

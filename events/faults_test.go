@@ -699,3 +699,91 @@ func TestFaultsStopMidCall(t *testing.T) {
 		}
 	})
 }
+
+// TestFaultsCorrelatorOptionPanics: a KeyFunc, MessageFunc or SpamKeyFunc
+// that panics inside a sink's correlator loses that one event (counted in
+// Failed, reported with its stack), not the process; the sink goes on with
+// the next event, and Shutdown still returns nil. A Now that panics in a
+// Recorder does not reach the Recorder's caller: the event is stamped with
+// time.Now instead, and the panic is reported.
+func TestFaultsCorrelatorOptionPanics(t *testing.T) {
+	boom := func(e *events.Event) {
+		if e.Reason == "A" {
+			panic("option panicked on A")
+		}
+	}
+	for _, tc := range []struct {
+		name string
+		opts events.CorrelatorOptions
+		want events.Stats
+	}{
+		{"KeyFunc", events.CorrelatorOptions{KeyFunc: func(e *events.Event) (string, string) {
+			boom(e)
+			return e.Reason, e.Message
+		}}, events.Stats{Recorded: 2, Written: 1, Failed: 1}},
+		{"SpamKeyFunc", events.CorrelatorOptions{SpamKeyFunc: func(e *events.Event) string {
+			boom(e)
+			return e.Reason
+		}}, events.Stats{Recorded: 2, Written: 1, Failed: 1}},
+		{"MessageFunc", events.CorrelatorOptions{MaxEvents: 1, MessageFunc: func(e *events.Event) string {
+			boom(e)
+			return "combined: " + e.Message
+		}}, events.Stats{Recorded: 2, Aggregated: 1, Written: 1, Failed: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b, logs := newLogged(events.WithCorrelatorOptions(tc.opts))
+				s := eventstest.NewFakeSink()
+				if _, err := b.StartRecordingToSink(s); err != nil {
+					t.Fatal(err)
+				}
+				r := b.NewRecorder(src)
+				r.Event(pod, events.Normal, "A", "m")
+				r.Event(pod, events.Normal, "B", "m")
+				shutdown(t, b)
+				if diff := cmp.Diff(tc.want, b.Stats()); diff != "" {
+					t.Errorf("Stats (-want +got):\n%s", diff)
+				}
+				if got := s.Events(); len(got) != 1 || got[0].Reason != "B" {
+					t.Errorf("sink holds %+v, want only B", got)
+				}
+				recs := logs.find("panicked")
+				if len(recs) != 1 || !strings.Contains(recs[0].attrs["panic"], "option panicked on A") ||
+					!strings.Contains(recs[0].attrs["stack"], "TestFaultsCorrelatorOptionPanics") ||
+					!strings.Contains(recs[0].attrs["by"], "sink") {
+					t.Errorf("panic reports %+v, want one naming the sink, with the panic and its stack", recs)
+				}
+			})
+		})
+	}
+	t.Run("Now", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			calls := 0
+			b, logs := newLogged(events.WithCorrelatorOptions(events.CorrelatorOptions{Now: func() time.Time {
+				calls++
+				if calls == 1 {
+					panic("clock panicked")
+				}
+				return time.Now()
+			}}))
+			s := eventstest.NewFakeSink()
+			if _, err := b.StartRecordingToSink(s); err != nil {
+				t.Fatal(err)
+			}
+			r := b.NewRecorder(src)
+			r.Event(pod, events.Normal, "A", "m") // Now panics: stamped with time.Now
+			r.Event(pod, events.Normal, "B", "m")
+			shutdown(t, b)
+			if diff := cmp.Diff(events.Stats{Recorded: 2, Written: 2}, b.Stats()); diff != "" {
+				t.Errorf("Stats (-want +got):\n%s", diff)
+			}
+			if got := s.Events(); len(got) != 2 || !got[0].FirstTimestamp.Equal(time.Now()) {
+				t.Errorf("sink holds %+v, want A and B, A stamped with time.Now (%v)", got, time.Now())
+			}
+			recs := logs.find("panicked")
+			if len(recs) != 1 || !strings.Contains(recs[0].attrs["panic"], "clock panicked") {
+				t.Errorf("panic reports %+v, want one with the panic", recs)
+			}
+		})
+	})
+}

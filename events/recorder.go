@@ -66,7 +66,7 @@ func (r *recorder) generate(object ObjectReference, annotations map[string]strin
 		b.rep.add(causeInvalid, 1, e, nil, slog.String("type", eventtype))
 		return
 	}
-	now := b.now()
+	now := b.stamp()
 	ns := object.Namespace
 	if ns == "" {
 		ns = defaultNamespace
@@ -142,6 +142,23 @@ func (r *recorded) name() {
 	if r.Name == "" {
 		r.Name = eventName(r.InvolvedObject.Name, r.nanos)
 	}
+}
+
+// stamp reads b's clock for a new event. A CorrelatorOptions.Now that
+// panics does not reach the Recorder's caller (a Recorder never panics):
+// the event is stamped with time.Now instead, and the panic is reported.
+// The default clock cannot panic, and costs no deferred call.
+func (b *Broadcaster) stamp() (t time.Time) {
+	if b.cfg.corr.Now == nil {
+		return now()
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			t = time.Now()
+			b.rep.add(causeClockPanicked, 1, nil, nil, slog.String("panic", fmt.Sprint(r)))
+		}
+	}()
+	return b.now()
 }
 
 // uniqueNanos returns t's unix nanoseconds, or one more than the last value

@@ -18,11 +18,14 @@ import (
 // Shutdown, events still queued for a watcher or sink that Stop ended);
 // Error for events lost to a bug or a failing sink (an invalid
 // type, a Recorder of a zero Broadcaster, a rejected event, retries
-// exhausted or cut short, events abandoned at Shutdown); Info for the
+// exhausted or cut short, events abandoned at Shutdown) and for a
+// CorrelatorOptions.Now that panicked (the event is kept, stamped with
+// time.Now); Info for the
 // correlator's routine decisions, which lose no occurrence from the counts
 // a user reads (aggregation) or withhold events by a policy the user can
 // turn off (the spam filter). Two reports are not rate-limited, because each
-// is rare and carries its own information: a handler's or sink's panic
+// is rare and carries its own information: a panic of a handler, a sink or a
+// sink's CorrelatorOptions function
 // (Error, with its stack; worker.go) and Shutdown giving up (Error, once).
 // A retry is logged at Debug (sink.go), at most once per retry sleep.
 const reportInterval = 10 * time.Second
@@ -40,6 +43,7 @@ const (
 	causeGaveUp
 	causeNoBroadcaster
 	causeStopped
+	causeClockPanicked
 	nCauses
 )
 
@@ -57,6 +61,7 @@ var causeInfo = [nCauses]struct {
 	causeGaveUp:           {slog.LevelError, "events: unable to write event, stopped or shut down while retrying"},
 	causeNoBroadcaster:    {slog.LevelError, "events: Recorder of a Broadcaster not made by NewBroadcaster, event dropped"},
 	causeStopped:          {slog.LevelWarn, "events: watcher or sink stopped, events still queued for it discarded"},
+	causeClockPanicked:    {slog.LevelError, "events: CorrelatorOptions.Now panicked; events stamped with time.Now instead"},
 }
 
 // orphanReports reports for the Recorders of a nil or zero Broadcaster,

@@ -52,6 +52,7 @@ func TestReportLevels(t *testing.T) {
 		causeSkipped:          slog.LevelInfo,
 		causeAggregated:       slog.LevelInfo,
 		causeStopped:          slog.LevelWarn,
+		causeClockPanicked:    slog.LevelError,
 	}
 	if len(want) != int(nCauses) {
 		t.Fatalf("%d causes have a wanted level, there are %d causes", len(want), nCauses)

@@ -69,11 +69,18 @@ func (wk *worker) run() {
 	exited := false
 	defer func() {
 		if !exited {
-			// The goroutine is ending inside a handler or sink call
-			// that called runtime.Goexit (t.Fatal, t.FailNow): call
-			// counted that event in Failed. Go on serving the rest from
-			// a new goroutine, as after a panic; Shutdown keeps waiting
-			// for it (active is unchanged).
+			// The goroutine is ending early. Either a handler or sink
+			// call called runtime.Goexit (t.Fatal, t.FailNow), and call
+			// counted that event in Failed; or something outside call
+			// panicked: a function of the sink's CorrelatorOptions
+			// (KeyFunc, MessageFunc, SpamKeyFunc) on the event being
+			// correlated, which is then lost. Count and report the
+			// panic, which must not take the process down, and go on
+			// serving the rest from a new goroutine; Shutdown keeps
+			// waiting for it (active is unchanged).
+			if r := recover(); r != nil {
+				wk.failure("events: a function of CorrelatorOptions panicked; the event is not written, the next ones are", r)
+			}
 			go wk.run()
 			return
 		}
@@ -130,18 +137,25 @@ func (wk *worker) call(f func()) (ok bool) {
 	defer func() {
 		if !ok {
 			r := recover()
-			wk.b.failed.Add(1)
 			msg := "events: handler or sink panicked"
 			if r == nil {
 				// Not a panic (panic(nil) recovers a *runtime.PanicNilError):
 				// runtime.Goexit, which run survives.
 				msg = "events: handler or sink called runtime.Goexit (t.Fatal or t.FailNow?); the next events are still handled"
 			}
-			wk.b.rep.log().LogAttrs(context.Background(), slog.LevelError, msg,
-				slog.String("by", wk.name), slog.String("panic", fmt.Sprint(r)),
-				slog.String("stack", string(debug.Stack())))
+			wk.failure(msg, r)
 		}
 	}()
 	f()
 	return true
+}
+
+// failure counts an event lost to a panic (r) or a runtime.Goexit (r nil)
+// in Stats.Failed and reports it with the stack, which, called from a
+// deferred function, still holds the frames that panicked.
+func (wk *worker) failure(msg string, r any) {
+	wk.b.failed.Add(1)
+	wk.b.rep.log().LogAttrs(context.Background(), slog.LevelError, msg,
+		slog.String("by", wk.name), slog.String("panic", fmt.Sprint(r)),
+		slog.String("stack", string(debug.Stack())))
 }
