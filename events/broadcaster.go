@@ -74,7 +74,9 @@ func WithQueueLength(n int) Option {
 // zero slog.Logger (which has no handler), and the default mean
 // slog.Default() at the time of each report. The logger is called
 // synchronously, also from Recorder calls (at most once per 10 seconds per
-// kind of report), so it must not block.
+// kind of report), so it must not block. A logger whose handler panics
+// loses its reports and nothing else: each lost report is one line on
+// standard error.
 func WithLogger(l *slog.Logger) Option {
 	return optionFunc(func(c *config) { c.logger = usableLogger(l) })
 }
@@ -477,7 +479,7 @@ func (b *Broadcaster) Shutdown(ctx context.Context) error {
 	b.mu.Lock()
 	running := b.active
 	b.mu.Unlock()
-	b.rep.log().LogAttrs(context.Background(), slog.LevelError,
+	b.rep.logAttrs(context.Background(), slog.LevelError,
 		"events: Shutdown gave up waiting; events not yet written are abandoned and counted in Stats().Abandoned",
 		slog.Any("err", ctx.Err()), slog.Int("workersRunning", running))
 	b.rep.flush()

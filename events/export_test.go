@@ -4,6 +4,8 @@ import (
 	"hash/maphash"
 	"math"
 	"math/rand/v2"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -120,3 +122,14 @@ func TestBucketMatchesXRate(t *testing.T) {
 // RaceEnabled reports whether the race detector is on (allocation counts
 // differ under it).
 const RaceEnabled = raceEnabled
+
+// CaptureLostReports sends the lines that say a report was lost to a buffer
+// until the returned function is called, which returns them.
+func CaptureLostReports() (stop func() string) {
+	var buf strings.Builder
+	lostReports = &buf
+	return func() string {
+		lostReports = os.Stderr
+		return buf.String()
+	}
+}

@@ -787,3 +787,38 @@ func TestFaultsCorrelatorOptionPanics(t *testing.T) {
 		})
 	})
 }
+
+// TestFaultsLoggerPanics: a WithLogger logger whose handler panics costs
+// its reports, nothing else: a Recorder that reports (an invalid type)
+// does not panic, a sink worker that reports (a retry, a skipped event)
+// goes on, and Shutdown, which reports what is left, returns nil.
+func TestFaultsLoggerPanics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		logger := slog.New(&panicHandler{boom: func(*events.Event) { panic("logger panicked") }})
+		b := events.NewBroadcaster(events.WithLogger(logger),
+			events.WithRetry(3, time.Second),
+			events.WithCorrelatorOptions(events.CorrelatorOptions{BurstSize: 1}))
+		s := eventstest.NewFakeSink()
+		s.FailNext(eventstest.OpCreate, 1, errors.New("transient"))
+		if _, err := b.StartRecordingToSink(s); err != nil {
+			t.Fatal(err)
+		}
+		lost := events.CaptureLostReports()
+		r := b.NewRecorder(src)
+		r.Event(pod, "Bogus", "A", "m")           // invalid: reported by the Recorder
+		r.Event(pod, events.Normal, "A", "m")     // retried once: reported at Debug
+		r.Event(pod, events.Normal, "B", "other") // over the burst: skipped, reported
+		shutdown(t, b)
+		if diff := cmp.Diff(events.Stats{Recorded: 2, Invalid: 1, Written: 1, Skipped: 1}, b.Stats()); diff != "" {
+			t.Errorf("Stats (-want +got):\n%s", diff)
+		}
+		if got := s.Events(); len(got) != 1 || got[0].Reason != "A" {
+			t.Errorf("sink holds %+v, want A", got)
+		}
+		// The three reports (invalid, retry, skipped) are each said lost;
+		// flush at Shutdown had nothing pending.
+		if got := strings.Count(lost(), "events: the logger panicked (logger panicked); a report was lost\n"); got != 3 {
+			t.Errorf("%d lines say a report was lost, want 3", got)
+		}
+	})
+}

@@ -2,7 +2,10 @@ package events
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"log/slog"
+	"os"
 	"sync/atomic"
 	"time"
 )
@@ -111,22 +114,45 @@ func (r *reporter) emit(c cause, n uint64, e *Event, err error, attrs []slog.Att
 	if n == 0 {
 		return
 	}
-	l := r.log()
 	info := causeInfo[c]
-	if !l.Enabled(context.Background(), info.level) {
-		return
-	}
-	all := make([]slog.Attr, 0, len(attrs)+3)
-	all = append(all, slog.Uint64("count", n))
-	if err != nil {
-		all = append(all, slog.Any("err", err))
-	}
-	if e != nil {
-		all = append(all, eventAttr(e))
-	}
-	all = append(all, attrs...)
-	l.LogAttrs(context.Background(), info.level, info.msg, all...)
+	r.safely(func(l *slog.Logger) {
+		if !l.Enabled(context.Background(), info.level) {
+			return
+		}
+		all := make([]slog.Attr, 0, len(attrs)+3)
+		all = append(all, slog.Uint64("count", n))
+		if err != nil {
+			all = append(all, slog.Any("err", err))
+		}
+		if e != nil {
+			all = append(all, eventAttr(e))
+		}
+		all = append(all, attrs...)
+		l.LogAttrs(context.Background(), info.level, info.msg, all...)
+	})
 }
+
+// logAttrs logs one record through the reporter's logger (see safely).
+func (r *reporter) logAttrs(ctx context.Context, level slog.Level, msg string, attrs ...slog.Attr) {
+	r.safely(func(l *slog.Logger) { l.LogAttrs(ctx, level, msg, attrs...) })
+}
+
+// safely calls f with the reporter's logger. A logger whose handler panics
+// must not take its caller with it (a Recorder never panics, a worker goes
+// on): the report is lost, and a line on standard error says so, since the
+// logger cannot.
+func (r *reporter) safely(f func(l *slog.Logger)) {
+	defer func() {
+		if p := recover(); p != nil {
+			fmt.Fprintf(lostReports, "events: the logger panicked (%v); a report was lost\n", p)
+		}
+	}()
+	f(r.log())
+}
+
+// lostReports is where safely says that a report was lost: standard
+// error, or a buffer in tests.
+var lostReports io.Writer = os.Stderr
 
 // eventAttr describes e in a report.
 func eventAttr(e *Event) slog.Attr {

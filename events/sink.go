@@ -121,7 +121,7 @@ func (wk *worker) recordToSink(sink Sink, corr *Correlator, r *recorded) {
 			// retry in step.
 			delay = time.Duration(rand.Float64() * float64(delay))
 		}
-		b.rep.log().LogAttrs(wk.ctx, slog.LevelDebug, "events: unable to write event, will retry",
+		b.rep.logAttrs(wk.ctx, slog.LevelDebug, "events: unable to write event, will retry",
 			slog.String("by", wk.name), slog.Int("try", try), slog.Duration("sleep", delay),
 			slog.Any("err", err), eventAttr(ev))
 		t := time.NewTimer(delay)

@@ -113,7 +113,7 @@ func (wk *worker) run() {
 		wk.b.rep.add(causeStopped, discarded, nil, nil, slog.String("by", wk.name))
 	}
 	if abandoned > 0 {
-		wk.b.rep.log().LogAttrs(context.Background(), slog.LevelError,
+		wk.b.rep.logAttrs(context.Background(), slog.LevelError,
 			"events: events abandoned at Shutdown",
 			slog.String("by", wk.name), slog.Uint64("abandoned", abandoned))
 	}
@@ -155,7 +155,7 @@ func (wk *worker) call(f func()) (ok bool) {
 // deferred function, still holds the frames that panicked.
 func (wk *worker) failure(msg string, r any) {
 	wk.b.failed.Add(1)
-	wk.b.rep.log().LogAttrs(context.Background(), slog.LevelError, msg,
+	wk.b.rep.logAttrs(context.Background(), slog.LevelError, msg,
 		slog.String("by", wk.name), slog.String("panic", fmt.Sprint(r)),
 		slog.String("stack", string(debug.Stack())))
 }
