@@ -822,3 +822,36 @@ func TestFaultsLoggerPanics(t *testing.T) {
 		}
 	})
 }
+
+// isPanicErr is an error whose Is method panics.
+type isPanicErr struct{}
+
+func (isPanicErr) Error() string { return "an error whose Is panics" }
+func (isPanicErr) Is(error) bool { panic("Is panicked") }
+
+// TestFaultsSinkErrorPanics: an error from the sink whose Is method panics
+// (errors.Is calls it while the worker classifies the error) loses that
+// event only, as a panicking sink call does.
+func TestFaultsSinkErrorPanics(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, logs := newLogged()
+		s := eventstest.NewFakeSink()
+		s.FailNext(eventstest.OpCreate, 1, isPanicErr{})
+		if _, err := b.StartRecordingToSink(s); err != nil {
+			t.Fatal(err)
+		}
+		r := b.NewRecorder(src)
+		r.Event(pod, events.Normal, "A", "m")
+		r.Event(pod, events.Normal, "B", "m")
+		shutdown(t, b)
+		if diff := cmp.Diff(events.Stats{Recorded: 2, Written: 1, Failed: 1}, b.Stats()); diff != "" {
+			t.Errorf("Stats (-want +got):\n%s", diff)
+		}
+		if got := s.Events(); len(got) != 1 || got[0].Reason != "B" {
+			t.Errorf("sink holds %+v, want only B", got)
+		}
+		if recs := logs.find("panicked"); len(recs) != 1 || !strings.Contains(recs[0].attrs["panic"], "Is panicked") {
+			t.Errorf("panic reports %+v, want one with the panic", recs)
+		}
+	})
+}

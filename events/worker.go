@@ -71,15 +71,16 @@ func (wk *worker) run() {
 		if !exited {
 			// The goroutine is ending early. Either a handler or sink
 			// call called runtime.Goexit (t.Fatal, t.FailNow), and call
-			// counted that event in Failed; or something outside call
-			// panicked: a function of the sink's CorrelatorOptions
-			// (KeyFunc, MessageFunc, SpamKeyFunc) on the event being
-			// correlated, which is then lost. Count and report the
+			// counted that event in Failed; or user code outside call
+			// panicked on the event being processed, which is then
+			// lost: a function of the sink's CorrelatorOptions (KeyFunc,
+			// MessageFunc, SpamKeyFunc), or a method of an error the
+			// sink returned (errors.Is calls Is). Count and report the
 			// panic, which must not take the process down, and go on
 			// serving the rest from a new goroutine; Shutdown keeps
 			// waiting for it (active is unchanged).
 			if r := recover(); r != nil {
-				wk.failure("events: a function of CorrelatorOptions panicked; the event is not written, the next ones are", r)
+				wk.failure("events: a CorrelatorOptions function (or an error's method) panicked; the event is not written, the next ones are", r)
 			}
 			go wk.run()
 			return
