@@ -41,7 +41,8 @@ type CorrelatorOptions struct {
 	// LRUCacheSize is the number of entries in each of the correlator's three
 	// caches (aggregation groups, observed events, spam buckets); the least
 	// recently used entry is forgotten first. 0 means DefaultLRUCacheSize
-	// (4096); a negative value panics.
+	// (4096); a negative value panics. Sizes above 2³⁰−1 (math.MaxInt, say)
+	// mean no limit: no memory holds that many entries.
 	LRUCacheSize int
 
 	// BurstSize is how many events one source may report about one object

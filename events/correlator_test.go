@@ -2,6 +2,7 @@ package events_test
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -397,5 +398,24 @@ func TestCorrelatorGroupsByReportingFields(t *testing.T) {
 	}
 	if st := record("a", 0); st.Aggregated {
 		t.Fatalf("a's repeat of its first message: %+v, want a plain patch (a's group has nine messages)", st)
+	}
+}
+
+// TestCorrelatorHugeCache: an LRUCacheSize too large to ever fill
+// (math.MaxInt) means no limit; growing past the first 1024 keys used to
+// overflow computing the next capacity and panic.
+func TestCorrelatorHugeCache(t *testing.T) {
+	clk := newClock()
+	c := events.NewCorrelator(events.CorrelatorOptions{LRUCacheSize: math.MaxInt, BurstSize: events.Disable, Now: clk.now})
+	const n = 3000
+	for round, wantCount := range []int32{1, 2} {
+		for i := range n {
+			e := newEvent(pod, events.Normal, "R", "m", clk.now())
+			e.InvolvedObject.Name = fmt.Sprintf("pod-%d", i)
+			res, err := c.Correlate(e)
+			if err != nil || res.Skip || res.Event.Count != wantCount || (res.Patch != nil) != (round == 1) {
+				t.Fatalf("round %d, event %d: %+v, %v; want count %d", round, i, res, err, wantCount)
+			}
+		}
 	}
 }

@@ -75,10 +75,18 @@ type lruLink struct {
 	hash uint64
 }
 
-// initialSlots is the room a new cache has before it grows.
-const initialSlots = 1024
+// initialSlots is the room a new cache has before it grows; maxSlots the
+// most keys a cache holds, whatever LRUCacheSize says (slot numbers and
+// the index's positions are 32-bit).
+const (
+	initialSlots = 1024
+	maxSlots     = 1<<30 - 1
+)
 
 func newLRU[K comparable, V any](max int) *lru[K, V] {
+	// Slots are int32: a larger max (math.MaxInt, say) would not fit in
+	// memory anyway, and means no limit.
+	max = min(max, maxSlots)
 	n := min(max, initialSlots) + 1
 	c := &lru[K, V]{max: max, index: make([]lruPos, indexLen(n)), links: make([]lruLink, 1, n)}
 	for c.slots() < n {
@@ -178,7 +186,7 @@ func (c *lru[K, V]) insert(k K, h uint64) int32 {
 		}
 		if len(c.links) == cap(c.links) {
 			// Doubling (append would grow by a quarter at a time here).
-			c.links = append(make([]lruLink, 0, min(2*cap(c.links), c.max+1)), c.links...)
+			c.links = append(make([]lruLink, 0, min(2*cap(c.links), c.max)+1), c.links...)
 		}
 		c.links = append(c.links, lruLink{})
 		if 2*len(c.links) > len(c.index) {
