@@ -855,3 +855,67 @@ func TestFaultsSinkErrorPanics(t *testing.T) {
 		}
 	})
 }
+
+// TestFaultsStopIsNotAbandon: the events that Stop discards, and the one
+// whose sink call it cuts short, are counted in Failed, never in Abandoned
+// (which is Shutdown's deadline's), however the worker, woken by the
+// canceled context, races Stop. Real goroutines, not a bubble: the race
+// needs the worker to run on another processor while Stop is still
+// inside. Before Stop set a flag ahead of canceling, most runs counted
+// them as Abandoned.
+func TestFaultsStopIsNotAbandon(t *testing.T) {
+	const n = 50
+	for run := range 100 {
+		b, logs := newLogged()
+		s := eventstest.NewFakeSink()
+		inside := make(chan struct{}, 1)
+		s.Hook = func(ctx context.Context, _ eventstest.Op, _ *events.Event) error {
+			select {
+			case inside <- struct{}{}:
+			default:
+			}
+			<-ctx.Done() // a sink that waits until its context ends
+			return ctx.Err()
+		}
+		st, err := b.StartRecordingToSink(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := b.NewRecorder(src)
+		for i := range n {
+			r.Event(pod, events.Normal, "R", fmt.Sprint(i))
+		}
+		<-inside // the worker is inside the first sink call
+		// Recorders keep pubMu busy while Stop runs, which widens the
+		// window between Stop's cancel and its unregistering the watcher.
+		var wg sync.WaitGroup
+		stop, started := make(chan struct{}), make(chan struct{}, 2)
+		for range 2 {
+			wg.Go(func() {
+				for i := 0; ; i++ {
+					select {
+					case <-stop:
+						return
+					default:
+						r.Event(pod2, events.Normal, "R", "m")
+					}
+					if i == 100 {
+						started <- struct{}{}
+					}
+				}
+			})
+		}
+		<-started
+		<-started
+		st.Stop()
+		close(stop)
+		wg.Wait()
+		shutdown(t, b)
+		if got := b.Stats(); got.Abandoned != 0 || got.Failed < n || got.Written != 0 {
+			t.Fatalf("run %d: Stats %+v, want nothing Abandoned or Written and at least %d Failed", run, got, n)
+		}
+		if recs := logs.find("abandoned"); len(recs) != 0 {
+			t.Fatalf("run %d: abandoned reports %+v, want none", run, recs)
+		}
+	}
+}

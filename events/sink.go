@@ -138,7 +138,7 @@ func (wk *worker) recordToSink(sink Sink, corr *Correlator, r *recorded) {
 // giveUp counts an event whose retries were cut short by Stop (Failed) or by
 // Shutdown's deadline (Abandoned).
 func (wk *worker) giveUp(ev *Event, err error) {
-	if wk.stopped.Load() {
+	if wk.stopping.Load() {
 		wk.b.failed.Add(1)
 	} else {
 		wk.b.abandoned.Add(1)

@@ -25,9 +25,13 @@ type worker struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 
-	stopOnce    sync.Once
-	stopped     atomic.Bool
-	seenDropped atomic.Uint64 // w.Dropped() when last reported
+	stopOnce sync.Once
+	// stopping is set by Stop before it cancels ctx, so that whoever sees
+	// ctx end because of Stop counts what it gives up as discarded by Stop
+	// (Failed), not as abandoned by Shutdown; stopped, later, once the
+	// watcher is unregistered and recordedAtStop is set.
+	stopping, stopped atomic.Bool
+	seenDropped       atomic.Uint64 // w.Dropped() when last reported
 
 	// recordedAtStart and recordedAtStop are b.recorded when the watcher
 	// was registered and unregistered, under pubMu held for writing: the
@@ -48,6 +52,7 @@ type worker struct {
 // Shutdown waits for that.
 func (wk *worker) Stop() {
 	wk.stopOnce.Do(func() {
+		wk.stopping.Store(true)
 		wk.cancel()
 		b := wk.b
 		// Unregister under pubMu, so that no event is published between
@@ -93,7 +98,7 @@ func (wk *worker) run() {
 		if wk.ctx.Err() != nil {
 			// Stopped (All ends at once) or Shutdown gave up: count what
 			// is left.
-			if wk.stopped.Load() {
+			if wk.stopping.Load() {
 				discarded++
 			} else {
 				abandoned++
