@@ -919,3 +919,56 @@ func TestFaultsStopIsNotAbandon(t *testing.T) {
 		}
 	}
 }
+
+// renamingSink stores events under names of its own, as an API server with
+// generateName would, setting them on its copy in place (the copy is the
+// sink's: API.md, Sink), and patches by those names.
+type renamingSink struct {
+	next   int
+	stored map[string]events.Event
+	calls  []string
+}
+
+func (s *renamingSink) Create(_ context.Context, e *events.Event) (*events.Event, error) {
+	s.next++
+	e.Name = fmt.Sprintf("srv-%d", s.next)
+	e.ResourceVersion = fmt.Sprint(s.next)
+	s.stored[e.Name] = *e
+	s.calls = append(s.calls, fmt.Sprintf("Create %s count=%d", e.Name, e.Count))
+	return e, nil
+}
+
+func (s *renamingSink) Patch(_ context.Context, old *events.Event, p events.Patch) (*events.Event, error) {
+	if _, ok := s.stored[old.Name]; !ok {
+		s.calls = append(s.calls, fmt.Sprintf("Patch %s: not found", old.Name))
+		return nil, events.ErrNotFound
+	}
+	old.Count = p.Count
+	s.stored[old.Name] = *old
+	s.calls = append(s.calls, fmt.Sprintf("Patch %s count=%d", old.Name, p.Count))
+	return old, nil
+}
+
+// TestSinkChangesItsCopy: a sink that names the stored event itself and
+// sets the name on its own copy in place (returning that copy) gets the
+// repeats as Patches of that name, as one that returns a new value does.
+// The worker used to compare the sink's result with the copy it had
+// handed over, found no change, and kept the name the sink never stored.
+func TestSinkChangesItsCopy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, _ := newLogged()
+		s := &renamingSink{stored: map[string]events.Event{}}
+		if _, err := b.StartRecordingToSink(s); err != nil {
+			t.Fatal(err)
+		}
+		r := b.NewRecorder(src)
+		for range 3 {
+			r.Event(pod, events.Normal, "R", "m")
+		}
+		shutdown(t, b)
+		want := []string{"Create srv-1 count=1", "Patch srv-1 count=2", "Patch srv-1 count=3"}
+		if diff := cmp.Diff(want, s.calls); diff != "" {
+			t.Errorf("sink calls (-want +got):\n%s", diff)
+		}
+	})
+}

@@ -80,6 +80,11 @@ func (wk *worker) recordToSink(sink Sink, corr *Correlator, r *recorded) {
 		b.rep.add(causeAggregated, 1, e, nil, slog.String("by", wk.name))
 	}
 	ev := res.Event
+	// What the correlator holds as this event's latest observation. The
+	// sink may change ev, its own copy, in place (a store that names
+	// events itself sets the name on it), so the result is compared with
+	// these, not with ev.
+	name, rv, count, first := ev.Name, ev.ResourceVersion, ev.Count, ev.FirstTimestamp
 	for try := 1; ; try++ {
 		out, err := wk.write(sink, ev, res.Patch)
 		switch {
@@ -87,14 +92,14 @@ func (wk *worker) recordToSink(sink Sink, corr *Correlator, r *recorded) {
 			return // reported and counted by call
 		case err == nil:
 			b.written.Add(1)
-			// The correlator already holds ev's identity and count as the
-			// latest observation (and this worker is its only user), so
-			// UpdateState matters only when the sink changed them. An
+			// The correlator already holds name, rv, count and first as
+			// the latest observation (and this worker is its only user),
+			// so UpdateState matters only when the sink's result differs. An
 			// aggregate event is observed under its group, where client-go's
 			// UpdateState would not find it either: it would only add an
 			// entry no event looks up.
-			if out != nil && !res.Aggregated && (out.Name != ev.Name || out.ResourceVersion != ev.ResourceVersion ||
-				out.Count != ev.Count || !out.FirstTimestamp.Equal(ev.FirstTimestamp)) {
+			if out != nil && !res.Aggregated && (out.Name != name || out.ResourceVersion != rv ||
+				out.Count != count || !out.FirstTimestamp.Equal(first)) {
 				corr.UpdateState(out)
 			}
 			return
