@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -969,6 +970,36 @@ func TestSinkChangesItsCopy(t *testing.T) {
 		want := []string{"Create srv-1 count=1", "Patch srv-1 count=2", "Patch srv-1 count=3"}
 		if diff := cmp.Diff(want, s.calls); diff != "" {
 			t.Errorf("sink calls (-want +got):\n%s", diff)
+		}
+	})
+}
+
+// TestAggregatedCountsWrittenOnly: Stats.Aggregated counts the events
+// written as part of an aggregate event, a part of Written; an aggregated
+// event the sink rejects is Failed only (it was counted in both).
+func TestAggregatedCountsWrittenOnly(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b, logs := newLogged(events.WithCorrelatorOptions(events.CorrelatorOptions{MaxEvents: 1}))
+		s := eventstest.NewFakeSink()
+		s.FailNext(eventstest.OpCreate, 2, events.ErrRejected)
+		if _, err := b.StartRecordingToSink(s); err != nil {
+			t.Fatal(err)
+		}
+		r := b.NewRecorder(src)
+		for i := range 4 { // every event aggregates; the first two creates are rejected
+			r.Event(pod, events.Normal, "R", fmt.Sprint("m", i))
+		}
+		shutdown(t, b)
+		if diff := cmp.Diff(events.Stats{Recorded: 4, Aggregated: 2, Written: 2, Failed: 2}, b.Stats()); diff != "" {
+			t.Errorf("Stats (-want +got):\n%s", diff)
+		}
+		var reported uint64
+		for _, rec := range logs.find("aggregated") {
+			n, _ := strconv.ParseUint(rec.attrs["count"], 10, 64)
+			reported += n
+		}
+		if reported != 2 {
+			t.Errorf("reports count %d aggregated events, want 2", reported)
 		}
 	})
 }

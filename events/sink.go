@@ -75,10 +75,6 @@ func (wk *worker) recordToSink(sink Sink, corr *Correlator, r *recorded) {
 		b.rep.add(causeSkipped, 1, e, nil, slog.String("by", wk.name))
 		return
 	}
-	if res.Aggregated {
-		b.aggregated.Add(1)
-		b.rep.add(causeAggregated, 1, e, nil, slog.String("by", wk.name))
-	}
 	ev := res.Event
 	// What the correlator holds as this event's latest observation. The
 	// sink may change ev, its own copy, in place (a store that names
@@ -91,7 +87,7 @@ func (wk *worker) recordToSink(sink Sink, corr *Correlator, r *recorded) {
 		case err == errPanicked:
 			return // reported and counted by call
 		case err == nil:
-			b.written.Add(1)
+			wk.stored(res.Aggregated, e)
 			// The correlator already holds name, rv, count and first as
 			// the latest observation (and this worker is its only user),
 			// so UpdateState matters only when the sink's result differs. An
@@ -104,7 +100,7 @@ func (wk *worker) recordToSink(sink Sink, corr *Correlator, r *recorded) {
 			}
 			return
 		case errors.Is(err, ErrAlreadyExists):
-			b.written.Add(1)
+			wk.stored(res.Aggregated, e)
 			return
 		case errors.Is(err, ErrRejected):
 			b.failed.Add(1)
@@ -137,6 +133,17 @@ func (wk *worker) recordToSink(sink Sink, corr *Correlator, r *recorded) {
 			wk.giveUp(ev, err)
 			return
 		}
+	}
+}
+
+// stored counts an event the sink stored: in Written, and in Aggregated
+// (reported too) if it was written as part of an aggregate event, e being
+// the recorded one.
+func (wk *worker) stored(aggregated bool, e *Event) {
+	wk.b.written.Add(1)
+	if aggregated {
+		wk.b.aggregated.Add(1)
+		wk.b.rep.add(causeAggregated, 1, e, nil, slog.String("by", wk.name))
 	}
 }
 
