@@ -84,7 +84,9 @@ type CorrelatorOptions struct {
 
 	// SpamKeyFunc, if not nil, returns the spam filter's bucket for an event
 	// (after de-duplication, so it sees the event as it would be written).
-	// nil means one bucket per source, object and type.
+	// nil means one bucket per source, object and type. It runs under the
+	// Correlator's lock, and so does MessageFunc when it is set (see
+	// [Correlator.Correlate]): neither may call the Correlator.
 	SpamKeyFunc func(*Event) string
 
 	// Now returns the current time; nil means time.Now (read more cheaply:
@@ -320,7 +322,10 @@ func cmpOr[T int | float64 | time.Duration](v, def T) T {
 //
 // KeyFunc runs before the correlator's lock is taken and MessageFunc after
 // it is released; Now and SpamKeyFunc run under it and must not call the
-// Correlator.
+// Correlator. With a SpamKeyFunc, MessageFunc runs under the lock too, and
+// must not call the Correlator either: SpamKeyFunc is given the event as it
+// will be written, an aggregate event's message included, as client-go's
+// filter is.
 func (c *Correlator) Correlate(e *Event) (CorrelateResult, error) {
 	c.mustBeMade("Correlate")
 	if e == nil {
