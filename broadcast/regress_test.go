@@ -218,3 +218,59 @@ func TestRegressionDropOldestChannelKeepsOldest(t *testing.T) {
 		}
 	})
 }
+
+// TestRegressionAllPendSignalsRoom: a Block watcher whose whole queue was
+// set aside in its private FIFO (a PublishContext gave up on it, so Drop
+// applied: the segment was copied out of the ring), read through All().
+// Taking values from that FIFO made room, but only taking them from the
+// ring told a waiting publisher so: Publish waited until Stop, Shutdown or
+// its ctx (found by a review).
+func TestRegressionAllPendSignalsRoom(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := broadcast.New[int]()
+		w, err := b.Watch(broadcast.WithQueueLength(4), broadcast.WithPolicy(broadcast.Block))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range 4 {
+			if err := b.Publish(i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err = b.PublishContext(ctx, -1) // gives up: dropped for w, its queue set aside
+		cancel()
+		if err != context.DeadlineExceeded || w.Dropped() != 1 {
+			t.Fatalf("PublishContext: %v, Dropped %d; want DeadlineExceeded, 1", err, w.Dropped())
+		}
+		done := make(chan error, 1)
+		go func() { done <- b.Publish(4) }()
+		synctest.Wait() // Publish(4) waits for room
+		var got []int
+		read := make(chan struct{})
+		go func() {
+			defer close(read)
+			for v := range w.All() {
+				got = append(got, v)
+				if v == 4 {
+					return
+				}
+			}
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatalf("Publish(4): %v", err)
+			}
+		case <-time.After(time.Hour):
+			t.Fatal("Publish(4) still waits an hour after the reader took the queue")
+		}
+		<-read
+		if want := []int{0, 1, 2, 3, 4}; fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("watcher got %v, want %v", got, want)
+		}
+		if err := b.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

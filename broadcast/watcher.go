@@ -694,6 +694,10 @@ func (w *Watcher[T]) All() iter.Seq[T] {
 			if v, ok := w.popPendLocked(); ok {
 				w.mu.Unlock()
 				spins = 0
+				// Taking a value from pend makes room as taking one from
+				// the ring does: a publisher may be waiting for it (a
+				// Block watcher whose queue was set aside in pend).
+				w.signalRoomIfWanted()
 				if !yield(v) {
 					return
 				}
@@ -722,9 +726,7 @@ func (w *Watcher[T]) All() iter.Seq[T] {
 					if w.stopped.Load() || !w.h.CompareAndSwap(h+uint64(i), h+uint64(i)+1) {
 						break
 					}
-					if w.roomWanted.Load() && w.roomWanted.CompareAndSwap(true, false) {
-						b.signalRoom()
-					}
+					w.signalRoomIfWanted()
 					if !yield(v) {
 						clear(batch)
 						return
