@@ -295,7 +295,11 @@ func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, erro
 	if r := b.ring.Load(); r != nil {
 		r.buf[s&r.mask] = v
 	}
-	b.tailw.Store((s+1)<<1 | slowBit)
+	bit := uint64(slowBit)
+	if b.nWatchers == 0 && !b.closed {
+		bit = 0 // the last watcher left while we waited (see remove)
+	}
+	b.tailw.Store((s+1)<<1 | bit)
 	if b.busy {
 		b.busy = false
 		if b.turn != nil {
@@ -516,7 +520,11 @@ func (b *Broadcaster[T]) remove(w *Watcher[T]) {
 		return
 	}
 	b.nWatchers--
-	if b.nWatchers == 0 && !b.closed {
+	if b.nWatchers == 0 && !b.closed && !b.busy {
+		// Publishes may count without the lock from here. Not while a
+		// publisher holds the turn: it read the sequence number before
+		// waiting, and its commit stores the tail from it, so nothing may
+		// move the tail meanwhile; its commit clears the bit instead.
 		b.tailw.And(^uint64(slowBit))
 	}
 	if w.policy.kind == kindBlockFor {

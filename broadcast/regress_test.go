@@ -274,3 +274,60 @@ func TestRegressionAllPendSignalsRoom(t *testing.T) {
 		}
 	})
 }
+
+// TestRegressionWaitingPublisherKeepsCount: a publisher waiting for a full
+// Block watcher that Stop then removes, the last one. Removing it let
+// publishes take the no-watcher path (a CAS on the tail, no lock) before
+// the waiting publisher committed; its commit then stored the tail from the
+// sequence number it had read before waiting, erasing those publishes:
+// Stats().Published fell back, and a watcher registered meanwhile missed
+// the next value published after its Watch returned (found by a review).
+func TestRegressionWaitingPublisherKeepsCount(t *testing.T) {
+	for run := range 30 {
+		synctest.Test(t, func(t *testing.T) {
+			b := broadcast.New[int]()
+			w, err := b.Watch(broadcast.WithQueueLength(1), broadcast.WithPolicy(broadcast.Block))
+			if err != nil {
+				t.Fatal(err)
+			}
+			mustPublish := func(v int) {
+				t.Helper()
+				if err := b.Publish(v); err != nil {
+					t.Fatal(err)
+				}
+			}
+			mustPublish(0) // w is full
+			p1 := make(chan error, 1)
+			go func() { p1 <- b.Publish(1) }()
+			synctest.Wait() // Publish(1) waits for room
+			w.Stop()        // the last watcher: Publish(1) may commit now
+			mustPublish(100)
+			mustPublish(101)
+			w3, err := b.Watch(broadcast.WithPolicy(broadcast.Block))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := <-p1; err != nil {
+				t.Fatal(err)
+			}
+			mustPublish(200) // after w3's Watch returned: w3 must get it
+			mustPublish(201)
+			if got := b.Stats().Published; got != 6 {
+				t.Errorf("run %d: Published %d, want 6 (0, 1, 100, 101, 200, 201)", run, got)
+			}
+			var got []int
+			for v := range w3.All() {
+				got = append(got, v)
+				if v == 201 {
+					break
+				}
+			}
+			if len(got) < 2 || got[len(got)-2] != 200 {
+				t.Errorf("run %d: w3 got %v, want it to end with 200, 201", run, got)
+			}
+			if err := b.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
