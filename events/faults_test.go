@@ -1003,3 +1003,53 @@ func TestAggregatedCountsWrittenOnly(t *testing.T) {
 		}
 	})
 }
+
+// goexitErr is an error whose Is method calls runtime.Goexit.
+type goexitErr struct{}
+
+func (goexitErr) Error() string { return "an error whose Is calls Goexit" }
+func (goexitErr) Is(error) bool { runtime.Goexit(); return false }
+
+// TestFaultsGoexitOutsideCalls: runtime.Goexit (t.Fatal in a test's
+// KeyFunc, say) from user code that runs outside the handler or sink call
+// (a CorrelatorOptions function, a sink error's Is method) loses that event
+// only, counted in Failed and reported, as a panic there does; it was
+// neither (found by a review).
+func TestFaultsGoexitOutsideCalls(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		opts  events.CorrelatorOptions
+		setup func(*eventstest.FakeSink)
+	}{
+		{name: "KeyFunc", opts: events.CorrelatorOptions{KeyFunc: func(e *events.Event) (string, string) {
+			if e.Reason == "A" {
+				runtime.Goexit()
+			}
+			return e.Reason, e.Message
+		}}},
+		{name: "error's Is", setup: func(s *eventstest.FakeSink) { s.FailNext(eventstest.OpCreate, 1, goexitErr{}) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				b, logs := newLogged(events.WithCorrelatorOptions(tc.opts))
+				s := eventstest.NewFakeSink()
+				if tc.setup != nil {
+					tc.setup(s)
+				}
+				if _, err := b.StartRecordingToSink(s); err != nil {
+					t.Fatal(err)
+				}
+				r := b.NewRecorder(src)
+				r.Event(pod, events.Normal, "A", "m")
+				r.Event(pod, events.Normal, "B", "m")
+				shutdown(t, b)
+				if diff := cmp.Diff(events.Stats{Recorded: 2, Written: 1, Failed: 1}, b.Stats()); diff != "" {
+					t.Errorf("Stats (-want +got):\n%s", diff)
+				}
+				if recs := logs.find("Goexit"); len(recs) != 1 || !strings.Contains(recs[0].attrs["by"], "sink") {
+					t.Errorf("Goexit reports %+v, want one naming the sink", recs)
+				}
+			})
+		})
+	}
+}

@@ -38,6 +38,10 @@ type worker struct {
 	// difference is the number of events published to it. Written before
 	// the goroutine starts and before stopped is set, respectively.
 	recordedAtStart, recordedAtStop uint64
+	// goexitCounted is set by call when it has counted a runtime.Goexit
+	// of a handler or sink, for run's recovery, which counts any other.
+	// Only the worker's goroutine uses it.
+	goexitCounted bool
 	// taken is the number of events the worker's loop has taken from the
 	// watcher. Only the worker's goroutine uses it (a goroutine that
 	// replaces one that called runtime.Goexit included).
@@ -77,16 +81,20 @@ func (wk *worker) run() {
 			// The goroutine is ending early. Either a handler or sink
 			// call called runtime.Goexit (t.Fatal, t.FailNow), and call
 			// counted that event in Failed; or user code outside call
-			// panicked on the event being processed, which is then
-			// lost: a function of the sink's CorrelatorOptions (KeyFunc,
-			// MessageFunc, SpamKeyFunc), or a method of an error the
-			// sink returned (errors.Is calls Is). Count and report the
-			// panic, which must not take the process down, and go on
-			// serving the rest from a new goroutine; Shutdown keeps
-			// waiting for it (active is unchanged).
-			if r := recover(); r != nil {
+			// panicked or called runtime.Goexit on the event being
+			// processed, which is then lost: a function of the sink's
+			// CorrelatorOptions (KeyFunc, MessageFunc, SpamKeyFunc), or a
+			// method of an error the sink returned (errors.Is calls Is).
+			// Count and report that (a panic must not take the process
+			// down), and go on serving the rest from a new goroutine;
+			// Shutdown keeps waiting for it (active is unchanged).
+			switch r := recover(); {
+			case r != nil:
 				wk.failure("events: a CorrelatorOptions function (or an error's method) panicked; the event is not written, the next ones are", r)
+			case !wk.goexitCounted:
+				wk.failure("events: a CorrelatorOptions function (or an error's method) called runtime.Goexit (t.Fatal or t.FailNow?); the event is not written, the next ones are", nil)
 			}
+			wk.goexitCounted = false
 			go wk.run()
 			return
 		}
@@ -148,6 +156,7 @@ func (wk *worker) call(f func()) (ok bool) {
 				// Not a panic (panic(nil) recovers a *runtime.PanicNilError):
 				// runtime.Goexit, which run survives.
 				msg = "events: handler or sink called runtime.Goexit (t.Fatal or t.FailNow?); the next events are still handled"
+				wk.goexitCounted = true
 			}
 			wk.failure(msg, r)
 		}
