@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -162,9 +163,12 @@ type Broadcaster struct {
 	// mu guards the fields below. It is never held while calling a sink, a
 	// handler or the broadcast package's Shutdown.
 	mu      sync.Mutex
-	workers []*worker     // every worker ever started, for Stats
-	active  int           // workers whose goroutine has not exited
-	allDone chan struct{} // closed when closed is set and active is 0
+	workers []*worker // every worker started, but stopped ones whose goroutine exited
+	// droppedGone is the Dropped of the stopped workers forgotten
+	// (see workerExited), for Stats.
+	droppedGone uint64
+	active      int           // workers whose goroutine has not exited
+	allDone     chan struct{} // closed when closed is set and active is 0
 
 	// pubMu orders registrations against publications: a Recorder holds
 	// it for reading while it counts the consumers and publishes, a Start
@@ -361,10 +365,20 @@ func (b *Broadcaster) publishLive() {
 	b.live.Store(&live)
 }
 
-// workerExited is called by each worker's goroutine as it returns.
-func (b *Broadcaster) workerExited() {
+// workerExited is called by each worker's goroutine as it returns. A
+// stopped worker is forgotten then, so that a process that starts and stops
+// sinks does not keep every sink and correlator it ever had: its watcher is
+// unregistered, so its drop count is final, and Stats keeps it in
+// droppedGone.
+func (b *Broadcaster) workerExited(wk *worker) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if wk.stopped.Load() {
+		if i := slices.Index(b.workers, wk); i >= 0 {
+			b.droppedGone += wk.w.Dropped()
+			b.workers = slices.Delete(b.workers, i, i+1)
+		}
+	}
 	b.active--
 	if b.active == 0 && b.closed.Load() {
 		close(b.allDone)
@@ -405,6 +419,7 @@ func (b *Broadcaster) Stats() Stats {
 		Handled:    b.handled.Load(),
 	}
 	b.mu.Lock()
+	s.Dropped += b.droppedGone
 	for _, wk := range b.workers {
 		s.Dropped += wk.w.Dropped()
 	}

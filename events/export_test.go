@@ -133,3 +133,10 @@ func CaptureLostReports() (stop func() string) {
 		return buf.String()
 	}
 }
+
+// Workers returns the number of workers b keeps.
+func Workers(b *Broadcaster) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.workers)
+}

@@ -98,7 +98,8 @@ func (wk *worker) run() {
 			go wk.run()
 			return
 		}
-		wk.b.workerExited()
+		wk.process = nil // the sink and its correlator, for a Stopper kept after its end
+		wk.b.workerExited(wk)
 	}()
 	abandoned, discarded := uint64(0), uint64(0)
 	for e := range wk.w.All() {
