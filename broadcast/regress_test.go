@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -330,4 +331,96 @@ func TestRegressionWaitingPublisherKeepsCount(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRegressionEveryWaiterWakes: several goroutines waiting on one watcher
+// (two All loops, or All loops and the forwarder after C()) shared one
+// wake-up token and one place on the parked list: a publish woke one of
+// them and the others waited for good (found by a review). The first case
+// failed before the fix; the second, where the forwarder is the waiter
+// left behind, stalled every time outside a bubble (the review's
+// reproduction, with real time) but not inside one, whose scheduling hands
+// the token to the forwarder.
+func TestRegressionEveryWaiterWakes(t *testing.T) {
+	t.Run("two All loops", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			b := broadcast.New[int]()
+			w, err := b.Watch()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var first, rest []int
+			var loops sync.WaitGroup
+			loops.Go(func() { // takes one value, then leaves
+				for v := range w.All() {
+					first = append(first, v)
+					break
+				}
+			})
+			synctest.Wait()
+			loops.Go(func() { // reads everything
+				for v := range w.All() {
+					rest = append(rest, v)
+				}
+			})
+			synctest.Wait() // both parked
+			if err := b.Publish(0); err != nil {
+				t.Fatal(err)
+			}
+			synctest.Wait()
+			for i := 1; i <= 5; i++ {
+				if err := b.Publish(i); err != nil {
+					t.Fatal(err)
+				}
+			}
+			synctest.Wait()
+			if len(first) != 1 || len(first)+len(rest) != 6 {
+				t.Errorf("the loops got %v and %v, want one value and the other five", first, rest)
+			}
+			w.Stop()
+			loops.Wait()
+		})
+	})
+	t.Run("All loops then C", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			b := broadcast.New[int]()
+			w, err := b.Watch(broadcast.WithPolicy(broadcast.Block), broadcast.WithQueueLength(4))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got atomic.Int64
+			var loops sync.WaitGroup
+			for range 2 {
+				loops.Go(func() {
+					for range w.All() {
+						got.Add(1)
+					}
+				})
+				synctest.Wait() // parked
+			}
+			w.C() // the loops read the channel from now on
+			published := make(chan struct{})
+			go func() {
+				defer close(published)
+				for i := range 20 {
+					if err := b.Publish(i); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+			select {
+			case <-published:
+			case <-time.After(time.Hour):
+				t.Errorf("the publisher still waits after an hour: the loops got %d of 20", got.Load())
+			}
+			synctest.Wait()
+			if n := got.Load(); n != 20 {
+				t.Errorf("the loops got %d of 20", n)
+			}
+			w.Stop()
+			<-published
+			loops.Wait()
+		})
+	})
 }

@@ -38,6 +38,7 @@ type Watcher[T any] struct {
 	pend       deque[T] // values taken out of the ring (or the prefix), in order
 	ended      bool     // Shutdown: readers drain what is queued, then end
 	wake       chan struct{}
+	waiting    atomic.Int32  // goroutines waiting on wake (see awaitValue)
 	done       chan struct{} // closed when w ends (stopped or shut down)
 	doneClosed bool
 
@@ -437,7 +438,7 @@ func (w *Watcher[T]) forward() {
 // awaitValue is what a caught-up reader (an All loop or a forwarder) does
 // before it looks again, without w.mu: it yields the processor readerSpins
 // times, then parks until a publish, Stop or Shutdown.
-func (w *Watcher[T]) awaitValue(wake, done <-chan struct{}, spins *int) {
+func (w *Watcher[T]) awaitValue(wake chan struct{}, done <-chan struct{}, spins *int) {
 	if *spins < readerSpins {
 		*spins++
 		runtime.Gosched()
@@ -450,9 +451,23 @@ func (w *Watcher[T]) awaitValue(wake, done <-chan struct{}, spins *int) {
 	if w.pendLen.Load() > 0 || w.h.Load() < w.b.seq() {
 		return
 	}
+	w.waiting.Add(1)
 	select {
 	case <-wake:
+		// A publish puts one token in wake, and w is on the parked list
+		// once, but several goroutines may wait here (two All loops, All
+		// loops and the forwarder after C()): hand the token on while
+		// others wait, so that the wake-up reaches each of them. One that
+		// starts waiting later may take it too, look, find nothing, and
+		// park again.
+		if w.waiting.Add(-1) > 0 {
+			select {
+			case wake <- struct{}{}:
+			default:
+			}
+		}
 	case <-done:
+		w.waiting.Add(-1)
 	}
 }
 
