@@ -398,3 +398,65 @@ func TestForwarderBatchNotOverwritten(t *testing.T) {
 		t.Fatalf("first value after the warm-up = %v, want %d", vs[:min(len(vs), 1)], warm)
 	}
 }
+
+// TestForwarderHeldIsOldest: under DropOldest through C(), a value the
+// forwarder holds (claimed when the channel was full, not yet sent) is
+// newer than the channel's and older than everything else queued. While
+// the forwarder is kept from sending it, publishers discard the channel's
+// values, then must wait for the held one to land and discard it, not the
+// newer values in the ring: a watcher that never reads ends with exactly
+// the last queue-length values (found by a review: it kept the held value
+// and lost newer ones).
+func TestForwarderHeldIsOldest(t *testing.T) {
+	const queue, total = 100, 300
+	b := New[int]()
+	w, _ := b.Watch(WithQueueLength(queue), WithPolicy(DropOldest))
+	ch := w.C()
+	var once sync.Once
+	entered, published := make(chan struct{}), make(chan struct{})
+	testHookHeld = func() {
+		// The first hold: keep the forwarder from sending until the
+		// publisher below is done, or, if it waits for the held value
+		// (as it must), for a while.
+		once.Do(func() {
+			close(entered)
+			select {
+			case <-published:
+			case <-time.After(100 * time.Millisecond):
+			}
+		})
+	}
+	defer func() { testHookHeld = nil }()
+	for i := range ChannelBuffer + 1 { // fills the channel; the next is held
+		if err := b.Publish(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-entered
+	for i := ChannelBuffer + 1; i < total; i++ {
+		if err := b.Publish(i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(published)
+	// Read only now (Shutdown waits for a C() reader to take what does not
+	// fit in the channel).
+	gotc := make(chan []int)
+	go func() {
+		var got []int
+		for v := range ch {
+			got = append(got, v)
+		}
+		gotc <- got
+	}()
+	if err := b.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	got := <-gotc
+	if len(got) != queue || got[0] != total-queue || got[queue-1] != total-1 {
+		t.Fatalf("kept %d values %v…, want %d…%d", len(got), got[:min(len(got), 5)], total-queue, total-1)
+	}
+	if d := w.Dropped(); d != total-queue {
+		t.Fatalf("Dropped %d, want %d", d, total-queue)
+	}
+}

@@ -215,7 +215,32 @@ func (w *Watcher[T]) discardOldestLocked(s uint64) bool {
 			select {
 			case <-ch:
 				return true
-			default: // the reader emptied the channel meanwhile
+			default: // the channel is empty: a reader, or discards, emptied it
+			}
+			if held > 0 {
+				// Then the oldest is the value the forwarder holds, not
+				// one in pend or the ring, which are newer. It is on its
+				// way into the channel, which has room: the send completes
+				// as soon as the forwarder runs, which then clears held
+				// before it takes w.mu. Take it from the channel then,
+				// unless the send is called off or a reader took it first
+				// (then the new value is dropped, as documented on C).
+				for w.held.Load() > 0 {
+					select {
+					case <-w.stopCh:
+						return false
+					case <-w.b.abort:
+						return false
+					default:
+						runtime.Gosched()
+					}
+				}
+				select {
+				case <-ch:
+					return true
+				default:
+					return false
+				}
 			}
 		}
 	}
@@ -249,8 +274,9 @@ func (w *Watcher[T]) discardOldestLocked(s uint64) bool {
 // in the channel, the channel may hold up to len(prefix) values beyond the
 // queue length once the prefix has been read (a channel cannot tell its
 // sender when a value was received); and under [DropOldest], when the
-// oldest value is the one the forwarder is handing over, the new value is
-// dropped instead. A watcher that does not read holds exactly its queue.
+// oldest value is the one the forwarder is handing over and the reader
+// takes it first, the new value is dropped instead. A watcher that does
+// not read holds exactly its queue: the last values published.
 func (w *Watcher[T]) C() <-chan T {
 	w.mustBeMade()
 	w.mu.Lock()
@@ -377,10 +403,17 @@ func (w *Watcher[T]) forward() {
 			// v is claimed and counted as held.
 			ch, stop := w.ch, w.stopCh
 			w.mu.Unlock()
+			if testHookHeld != nil {
+				testHookHeld()
+			}
 			sent, aborted := false, false
 			select {
 			case ch <- v:
 				sent = true
+				// Counted in the channel now (or received); clear held
+				// before taking w.mu, which a DropOldest publisher may
+				// hold while it waits for this send (discardOldestLocked).
+				w.held.Store(0)
 			case <-stop:
 			case <-b.abort:
 				aborted = true
@@ -642,6 +675,10 @@ func (w *Watcher[T]) prefixGateLocked() bool {
 // testHookBatch, if set (by tests only), runs when a forwarder has claimed
 // a batch of n ring values from seq h and before it reads them.
 var testHookBatch func(h, n uint64)
+
+// testHookHeld, if set (by tests only), runs when a forwarder has claimed
+// a value as held and let go of w.mu, before its blocking send.
+var testHookHeld func()
 
 // signalRoomIfWanted wakes a publisher waiting for w to make room.
 func (w *Watcher[T]) signalRoomIfWanted() {
