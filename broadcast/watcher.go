@@ -218,13 +218,17 @@ func (w *Watcher[T]) discardOldestLocked(s uint64) bool {
 			default: // the channel is empty: a reader, or discards, emptied it
 			}
 			if held > 0 {
-				// Then the oldest is the value the forwarder holds, not
-				// one in pend or the ring, which are newer. It is on its
-				// way into the channel, which has room: the send completes
-				// as soon as the forwarder runs, which then clears held
-				// before it takes w.mu. Take it from the channel then,
-				// unless the send is called off or a reader took it first
-				// (then the new value is dropped, as documented on C).
+				// Then the oldest may be the value the forwarder holds, not
+				// one in pend or the ring, which are newer: it is on its
+				// way into the channel, which has room, and the send
+				// completes as soon as the forwarder runs, which then
+				// clears held before it takes w.mu. (Or the send completed
+				// already and the value went the way of the channel's
+				// others; held is cleared as soon as the forwarder runs.)
+				// Wait for that, and take the value from the channel if it
+				// is there; else the oldest is in pend or the ring. If Stop
+				// or Shutdown's deadline calls the send off, the new value
+				// is dropped instead (attendLocked).
 				for w.held.Load() > 0 {
 					select {
 					case <-w.stopCh:
@@ -239,7 +243,6 @@ func (w *Watcher[T]) discardOldestLocked(s uint64) bool {
 				case <-ch:
 					return true
 				default:
-					return false
 				}
 			}
 		}
@@ -274,9 +277,10 @@ func (w *Watcher[T]) discardOldestLocked(s uint64) bool {
 // in the channel, the channel may hold up to len(prefix) values beyond the
 // queue length once the prefix has been read (a channel cannot tell its
 // sender when a value was received); and under [DropOldest], when the
-// oldest value is the one the forwarder is handing over and the reader
-// takes it first, the new value is dropped instead. A watcher that does
-// not read holds exactly its queue: the last values published.
+// oldest value is the one the forwarder is handing over as Stop or
+// Shutdown's deadline calls the hand-over off, the new value is dropped
+// instead. A watcher that does not read holds exactly its queue: the last
+// values published.
 func (w *Watcher[T]) C() <-chan T {
 	w.mustBeMade()
 	w.mu.Lock()
