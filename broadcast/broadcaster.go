@@ -727,10 +727,7 @@ func (b *Broadcaster[T]) wakeParked() {
 				go w.forward()
 			}
 		} else {
-			select {
-			case w.wake <- struct{}{}:
-			default:
-			}
+			w.wakeLocked()
 		}
 		b.parked[i] = nil
 	}

@@ -38,7 +38,8 @@ type Watcher[T any] struct {
 	pend       deque[T] // values taken out of the ring (or the prefix), in order
 	ended      bool     // Shutdown: readers drain what is queued, then end
 	wake       chan struct{}
-	waiting    atomic.Int32  // goroutines waiting on wake (see awaitValue)
+	waiting    atomic.Int32  // goroutines waiting on wake, or about to (see awaitValue)
+	passes     atomic.Int32  // how many more the current wake-up token is to reach
 	done       chan struct{} // closed when w ends (stopped or shut down)
 	doneClosed bool
 
@@ -329,11 +330,8 @@ func (w *Watcher[T]) C() <-chan T {
 		w.wake = make(chan struct{}, 1)
 		w.done = make(chan struct{})
 	} else {
-		// An All loop parked on w: it reads the channel from now on.
-		select {
-		case w.wake <- struct{}{}:
-		default:
-		}
+		// All loops parked on w: they read the channel from now on.
+		w.wakeLocked()
 	}
 	if w.pend.len() > 0 || w.h.Load() < b.seq() {
 		w.startForwarderLocked()
@@ -481,23 +479,28 @@ func (w *Watcher[T]) awaitValue(wake chan struct{}, done <-chan struct{}, spins 
 		runtime.Gosched()
 		return
 	}
+	// Counted as waiting before parking, so that a wake-up that takes w
+	// off the parked list counts us among those it must reach (see
+	// wakeLocked).
+	w.waiting.Add(1)
 	w.b.park(w)
 	// Re-check after parking: a publisher stores the tail before it looks
 	// for parked readers, and we park before loading the tail, so one of us
 	// sees the other.
 	if w.pendLen.Load() > 0 || w.h.Load() < w.b.seq() {
+		w.waiting.Add(-1)
 		return
 	}
-	w.waiting.Add(1)
 	select {
 	case <-wake:
-		// A publish puts one token in wake, and w is on the parked list
+		// A wake-up puts one token in wake, and w is on the parked list
 		// once, but several goroutines may wait here (two All loops, All
-		// loops and the forwarder after C()): hand the token on while
-		// others wait, so that the wake-up reaches each of them. One that
-		// starts waiting later may take it too, look, find nothing, and
-		// park again.
-		if w.waiting.Add(-1) > 0 {
+		// loops and the forwarder after C()): hand the token on until it
+		// has reached as many as were waiting when it was given (passes),
+		// not those that came back to wait since, or idle waiters would
+		// pass it round and round.
+		w.waiting.Add(-1)
+		if w.passes.Add(-1) > 0 {
 			select {
 			case wake <- struct{}{}:
 			default:
@@ -505,6 +508,16 @@ func (w *Watcher[T]) awaitValue(wake chan struct{}, done <-chan struct{}, spins 
 		}
 	case <-done:
 		w.waiting.Add(-1)
+	}
+}
+
+// wakeLocked gives w's waiters a wake-up token, to be handed on to all of
+// those waiting now (see awaitValue). Called with b.pmu or w.mu held.
+func (w *Watcher[T]) wakeLocked() {
+	w.passes.Store(w.waiting.Load())
+	select {
+	case w.wake <- struct{}{}:
+	default:
 	}
 }
 
