@@ -149,6 +149,10 @@ func (wk *worker) handle(f func()) {
 // call runs f and reports whether it returned normally; a panic is reported
 // and counted in Stats.Failed.
 func (wk *worker) call(f func()) (ok bool) {
+	// A panic(nil) recovered below looks like a Goexit under
+	// GODEBUG=panicnil=1, and does not end the goroutine: the flag is about
+	// this call only.
+	wk.goexitCounted = false
 	defer func() {
 		if !ok {
 			r := recover()
