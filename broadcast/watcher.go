@@ -859,9 +859,6 @@ func (w *Watcher[T]) Stop() {
 		return
 	}
 	w.stopped.Store(true)
-	if w.index >= 0 {
-		b.remove(w)
-	}
 	b.unpark(w)
 	w.closeDone()
 	w.fwdPending.Store(false)
@@ -882,6 +879,13 @@ func (w *Watcher[T]) Stop() {
 			close(w.ch)
 			w.chClosed = true
 		}
+	}
+	// Unregistered only now: removing the last watcher lets publishes
+	// count without the lock and without writing the ring, so the fill
+	// above, which reads the ring up to the tail, must come first, or it
+	// could take slots never written in this lap (found by a review).
+	if w.index >= 0 {
+		b.remove(w)
 	}
 	w.clearPendLocked()
 	w.roomWanted.Store(false)
