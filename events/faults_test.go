@@ -701,6 +701,34 @@ func TestFaultsStopMidCall(t *testing.T) {
 	})
 }
 
+// loseA runs the scenario of the tests of user code that fails on the
+// event with reason "A": a FakeSink (prepared by setup, if not nil) on a
+// broadcaster with opts, events A then B recorded, Shutdown. It checks that
+// the sink stored B alone and that Stats are want, and returns the reports.
+// Call it inside a synctest bubble.
+func loseA(t *testing.T, opts events.CorrelatorOptions, setup func(*eventstest.FakeSink), want events.Stats) *logCapture {
+	t.Helper()
+	b, logs := newLogged(events.WithCorrelatorOptions(opts))
+	s := eventstest.NewFakeSink()
+	if setup != nil {
+		setup(s)
+	}
+	if _, err := b.StartRecordingToSink(s); err != nil {
+		t.Fatal(err)
+	}
+	r := b.NewRecorder(src)
+	r.Event(pod, events.Normal, "A", "m")
+	r.Event(pod, events.Normal, "B", "m")
+	shutdown(t, b)
+	if diff := cmp.Diff(want, b.Stats()); diff != "" {
+		t.Errorf("Stats (-want +got):\n%s", diff)
+	}
+	if got := s.Events(); len(got) != 1 || got[0].Reason != "B" {
+		t.Errorf("sink holds %+v, want only B", got)
+	}
+	return logs
+}
+
 // TestFaultsCorrelatorOptionPanics: a KeyFunc, MessageFunc or SpamKeyFunc
 // that panics inside a sink's correlator loses that one event (counted in
 // Failed, reported with its stack), not the process; the sink goes on with
@@ -733,21 +761,7 @@ func TestFaultsCorrelatorOptionPanics(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				b, logs := newLogged(events.WithCorrelatorOptions(tc.opts))
-				s := eventstest.NewFakeSink()
-				if _, err := b.StartRecordingToSink(s); err != nil {
-					t.Fatal(err)
-				}
-				r := b.NewRecorder(src)
-				r.Event(pod, events.Normal, "A", "m")
-				r.Event(pod, events.Normal, "B", "m")
-				shutdown(t, b)
-				if diff := cmp.Diff(tc.want, b.Stats()); diff != "" {
-					t.Errorf("Stats (-want +got):\n%s", diff)
-				}
-				if got := s.Events(); len(got) != 1 || got[0].Reason != "B" {
-					t.Errorf("sink holds %+v, want only B", got)
-				}
+				logs := loseA(t, tc.opts, nil, tc.want)
 				recs := logs.find("panicked")
 				if len(recs) != 1 || !strings.Contains(recs[0].attrs["panic"], "option panicked on A") ||
 					!strings.Contains(recs[0].attrs["stack"], "TestFaultsCorrelatorOptionPanics") ||
@@ -835,22 +849,9 @@ func (isPanicErr) Is(error) bool { panic("Is panicked") }
 // event only, as a panicking sink call does.
 func TestFaultsSinkErrorPanics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		b, logs := newLogged()
-		s := eventstest.NewFakeSink()
-		s.FailNext(eventstest.OpCreate, 1, isPanicErr{})
-		if _, err := b.StartRecordingToSink(s); err != nil {
-			t.Fatal(err)
-		}
-		r := b.NewRecorder(src)
-		r.Event(pod, events.Normal, "A", "m")
-		r.Event(pod, events.Normal, "B", "m")
-		shutdown(t, b)
-		if diff := cmp.Diff(events.Stats{Recorded: 2, Written: 1, Failed: 1}, b.Stats()); diff != "" {
-			t.Errorf("Stats (-want +got):\n%s", diff)
-		}
-		if got := s.Events(); len(got) != 1 || got[0].Reason != "B" {
-			t.Errorf("sink holds %+v, want only B", got)
-		}
+		logs := loseA(t, events.CorrelatorOptions{},
+			func(s *eventstest.FakeSink) { s.FailNext(eventstest.OpCreate, 1, isPanicErr{}) },
+			events.Stats{Recorded: 2, Written: 1, Failed: 1})
 		if recs := logs.find("panicked"); len(recs) != 1 || !strings.Contains(recs[0].attrs["panic"], "Is panicked") {
 			t.Errorf("panic reports %+v, want one with the panic", recs)
 		}
@@ -1031,21 +1032,7 @@ func TestFaultsGoexitOutsideCalls(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				b, logs := newLogged(events.WithCorrelatorOptions(tc.opts))
-				s := eventstest.NewFakeSink()
-				if tc.setup != nil {
-					tc.setup(s)
-				}
-				if _, err := b.StartRecordingToSink(s); err != nil {
-					t.Fatal(err)
-				}
-				r := b.NewRecorder(src)
-				r.Event(pod, events.Normal, "A", "m")
-				r.Event(pod, events.Normal, "B", "m")
-				shutdown(t, b)
-				if diff := cmp.Diff(events.Stats{Recorded: 2, Written: 1, Failed: 1}, b.Stats()); diff != "" {
-					t.Errorf("Stats (-want +got):\n%s", diff)
-				}
+				logs := loseA(t, tc.opts, tc.setup, events.Stats{Recorded: 2, Written: 1, Failed: 1})
 				if recs := logs.find("Goexit"); len(recs) != 1 || !strings.Contains(recs[0].attrs["by"], "sink") {
 					t.Errorf("Goexit reports %+v, want one naming the sink", recs)
 				}
