@@ -58,6 +58,8 @@ demo:
 bench-compare:
 	cd bench && $(GO) run ./cmd/compare
 
-## bench-smoke: the same harness once with -benchtime 1x, so it cannot rot (CI)
+## bench-smoke: the same harness once with -benchtime 1x, so it cannot rot,
+## and the bench module's tests (the benchmark stream matches the anchor) (CI)
 bench-smoke:
+	cd bench && $(GO) test -count=1 ./...
 	cd bench && $(GO) run ./cmd/compare -smoke

@@ -327,6 +327,10 @@ func TestRegressionZeroValues(t *testing.T) {
 		{"Correlator.UpdateState", func() { new(events.Correlator).UpdateState(&events.Event{}) }, "use NewCorrelator"},
 		{"nil Correlator.Correlate", func() { (*events.Correlator)(nil).Correlate(&events.Event{}) }, "use NewCorrelator"},
 		{"eventstest.MixedStream(-1)", func() { eventstest.MixedStream(-1, 1) }, "eventstest: MixedStream: n must not be negative"},
+		{"eventstest.MixedStreamRepeating(-1)", func() { eventstest.MixedStreamRepeating(-1, 1, 0.5) }, "eventstest: MixedStreamRepeating: n must not be negative"},
+		{"eventstest.MixedStreamRepeating(repeats 1.5)", func() { eventstest.MixedStreamRepeating(10, 1, 1.5) }, "repeats must be between 0 and 1, got 1.5"},
+		{"eventstest.MixedStreamRepeating(repeats -0.1)", func() { eventstest.MixedStreamRepeating(10, 1, -0.1) }, "repeats must be between 0 and 1, got -0.1"},
+		{"eventstest.MixedStreamRepeating(repeats NaN)", func() { eventstest.MixedStreamRepeating(10, 1, math.NaN()) }, "repeats must be between 0 and 1, got NaN"},
 	} {
 		msg, panicked := testutil.PanicMessage(tc.f)
 		if !panicked || !(strings.HasPrefix(msg, "events: ") || strings.HasPrefix(msg, "eventstest: ")) || !strings.Contains(msg, tc.want) {

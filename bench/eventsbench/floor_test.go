@@ -22,7 +22,7 @@ import (
 // correlation and the bookkeeping; this figure is the part of the pipeline
 // no correlator can save, so client-go's figure over it is the most that any
 // implementation of API.md could reach in the same run.
-func pipelineFloor(b *testing.B) {
+func pipelineFloor(b *testing.B, stream []events.Event) {
 	pipeline(b, func() (func(int), func(int), func(), func() int) {
 		bc := broadcast.New[*events.Event](broadcast.WithQueueLength(events.DefaultQueueLength),
 			broadcast.WithPolicy(broadcast.Drop))

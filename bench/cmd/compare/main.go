@@ -57,8 +57,8 @@ var jobs = []job{
 	{pkg: ".", bench: "IdleWatcher", systems: []string{"k8s", "herald", "herald-C"}, benchtime: "1x"},
 	{pkg: ".", bench: "Lossy", systems: []string{"k8s", "herald-C"}},
 	{pkg: ".", bench: "Latency", systems: []string{"k8s", "herald-C", "herald-All"}},
-	{pkg: "./eventsbench", bench: "Correlator", systems: []string{"k8s", "herald"}},
-	{pkg: "./eventsbench", bench: "Pipeline", systems: []string{"k8s", "herald", "floor"}},
+	{pkg: "./eventsbench", bench: "Correlator", systems: []string{"k8s", "herald", "k8s-repeats40", "herald-repeats40"}},
+	{pkg: "./eventsbench", bench: "Pipeline", systems: []string{"k8s", "herald", "floor", "k8s-repeats40", "herald-repeats40"}},
 }
 
 type config struct {
