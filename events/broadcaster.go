@@ -151,7 +151,6 @@ type Broadcaster struct {
 	cfg config
 	now func() time.Time
 	bc  *broadcast.Broadcaster[*recorded]
-	rep reporter
 
 	// ctx is the parent of every worker's context; cancel is called when
 	// Shutdown gives up waiting, and when it is done.
@@ -188,11 +187,30 @@ type Broadcaster struct {
 	shutOnce sync.Once
 	shutDone chan struct{} // closed when the first Shutdown returns
 
-	recorded, invalid, droppedClosed  atomic.Uint64
-	skipped, aggregated, written      atomic.Uint64
-	failed, abandoned, handled, nextN atomic.Uint64
-	lastNanos                         atomic.Int64 // see uniqueNanos
+	// The counters, on two cache lines of their own: Recorders write the
+	// first group for every event, workers the second, and a line both
+	// write would pass from core to core twice per event.
+	_                      padLine
+	recorded               atomic.Uint64
+	lastNanos              atomic.Int64 // see uniqueNanos
+	invalid, droppedClosed atomic.Uint64
+	_                      padLine
+	skipped, aggregated    atomic.Uint64
+	written, failed        atomic.Uint64
+	abandoned, handled     atomic.Uint64
+	nextN                  atomic.Uint64
+	// rep is written by workers for every skipped and aggregated event.
+	rep reporter
+	// free holds recorded events that their only consumer is done with
+	// and did not hand out: Recorders reuse them.
+	free sync.Pool
+	_    padLine
 }
+
+// padLine keeps the fields before it and after it on different cache lines
+// (64 bytes on amd64 and arm64): two fields at least this far apart never
+// share one, wherever the allocation starts.
+type padLine [64]byte
 
 // NewBroadcaster returns a Broadcaster with the given options. It starts no
 // goroutine; each Start method starts one, which Shutdown ends.
@@ -309,7 +327,9 @@ func (b *Broadcaster) StartRecordingToSink(sink Sink) (Stopper, error) {
 	}
 	corr := NewCorrelator(b.cfg.corr)
 	return b.start("StartRecordingToSink", fmt.Sprintf("sink %T", sink), func(wk *worker, r *recorded) {
-		wk.recordToSink(sink, corr, r)
+		if !wk.recordToSink(sink, corr, r) && !r.shared {
+			b.free.Put(r)
+		}
 	})
 }
 

@@ -71,7 +71,11 @@ func (r *recorder) generate(object ObjectReference, annotations map[string]strin
 	if ns == "" {
 		ns = defaultNamespace
 	}
-	r2 := &recorded{nanos: b.uniqueNanos(now), Event: Event{
+	r2, _ := b.free.Get().(*recorded)
+	if r2 == nil {
+		r2 = new(recorded)
+	}
+	*r2 = recorded{nanos: b.uniqueNanos(now), Event: Event{
 		Namespace:           ns,
 		InvolvedObject:      object,
 		Reason:              reason,

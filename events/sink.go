@@ -53,7 +53,9 @@ var (
 // recordToSink correlates r and writes the result to sink, trying up to
 // maxTries times. It returns when the event is stored, given up, or the
 // worker's context ends; no lock is held meanwhile.
-func (wk *worker) recordToSink(sink Sink, corr *Correlator, r *recorded) {
+//
+// It reports whether r's event was handed to the sink (which owns it then).
+func (wk *worker) recordToSink(sink Sink, corr *Correlator, r *recorded) (handedOut bool) {
 	b := wk.b
 	e := &r.Event
 	// The correlator judges the event at the time it was recorded, from
@@ -73,9 +75,10 @@ func (wk *worker) recordToSink(sink Sink, corr *Correlator, r *recorded) {
 	if res.Skip {
 		b.skipped.Add(1)
 		b.rep.add(causeSkipped, 1, e, nil, slog.String("by", wk.name))
-		return
+		return false
 	}
 	ev := res.Event
+	handedOut = ev == e
 	// What the correlator holds as this event's latest observation. The
 	// sink may change ev, its own copy, in place (a store that names
 	// events itself sets the name on it), so the result is compared with
@@ -85,7 +88,7 @@ func (wk *worker) recordToSink(sink Sink, corr *Correlator, r *recorded) {
 		out, err := wk.write(sink, ev, res.Patch)
 		switch {
 		case err == errPanicked:
-			return // reported and counted by call
+			return handedOut // reported and counted by call
 		case err == nil:
 			wk.stored(res.Aggregated, e)
 			// The correlator already holds name, rv, count and first as
@@ -98,23 +101,23 @@ func (wk *worker) recordToSink(sink Sink, corr *Correlator, r *recorded) {
 				out.Count != count || !out.FirstTimestamp.Equal(first)) {
 				corr.UpdateState(out)
 			}
-			return
+			return handedOut
 		case errors.Is(err, ErrAlreadyExists):
 			wk.stored(res.Aggregated, e)
-			return
+			return handedOut
 		case errors.Is(err, ErrRejected):
 			b.failed.Add(1)
 			b.rep.add(causeRejected, 1, ev, err, slog.String("by", wk.name))
-			return
+			return handedOut
 		}
 		if wk.ctx.Err() != nil {
 			wk.giveUp(ev, err)
-			return
+			return handedOut
 		}
 		if try >= b.cfg.maxTries {
 			b.failed.Add(1)
 			b.rep.add(causeRetriesExhausted, 1, ev, err, slog.String("by", wk.name), slog.Int("tries", try))
-			return
+			return handedOut
 		}
 		delay := b.cfg.sleep
 		if try == 1 {
@@ -131,7 +134,7 @@ func (wk *worker) recordToSink(sink Sink, corr *Correlator, r *recorded) {
 		case <-wk.ctx.Done():
 			t.Stop()
 			wk.giveUp(ev, err)
-			return
+			return handedOut
 		}
 	}
 }

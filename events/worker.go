@@ -19,7 +19,15 @@ type worker struct {
 	w       *broadcast.Watcher[*recorded]
 	name    string
 	process func(*worker, *recorded)
-	place   inPlace // for the Correlator of a sink that is r's only consumer
+	// seenDropped is w.Dropped() when last reported. Recorders read it
+	// for every event (noticeDrops): it is a cache line away from the
+	// fields the worker writes for every event (taken, place), so that
+	// the recorders' core and the worker's do not pass a line back and
+	// forth for each event.
+	seenDropped atomic.Uint64
+	_           padLine
+
+	place inPlace // for the Correlator of a sink that is r's only consumer
 
 	// ctx is canceled by Stop and when Shutdown gives up; sink calls get it.
 	ctx    context.Context
@@ -31,7 +39,6 @@ type worker struct {
 	// (Failed), not as abandoned by Shutdown; stopped, later, once the
 	// watcher is unregistered and recordedAtStop is set.
 	stopping, stopped atomic.Bool
-	seenDropped       atomic.Uint64 // w.Dropped() when last reported
 
 	// recordedAtStart and recordedAtStop are b.recorded when the watcher
 	// was registered and unregistered, under pubMu held for writing: the
