@@ -549,6 +549,14 @@ func unlink[T any](list *[]*Watcher[T], w *Watcher[T]) bool {
 	return true
 }
 
+// Dropped returns the number of values dropped in all, across watchers:
+// Stats().Dropped, read without taking any lock, so that a caller may check
+// it on every publish (to notice drops as they happen, say).
+func (b *Broadcaster[T]) Dropped() uint64 {
+	b.mustBeMade()
+	return b.dropped.Load()
+}
+
 // Stats returns a snapshot of the broadcaster's counters.
 func (b *Broadcaster[T]) Stats() Stats {
 	b.mu.Lock()

@@ -136,6 +136,9 @@ func checkStats(t testing.TB, b *broadcast.Broadcaster[int], want broadcast.Stat
 	if d := cmp.Diff(want, b.Stats()); d != "" {
 		t.Errorf("Stats() mismatch (-want +got):\n%s", d)
 	}
+	if got := b.Dropped(); got != want.Dropped {
+		t.Errorf("Dropped() = %d, want %d, as Stats().Dropped", got, want.Dropped)
+	}
 }
 
 func checkDropped(t testing.TB, name string, w *broadcast.Watcher[int], want uint64) {

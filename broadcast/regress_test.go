@@ -112,6 +112,7 @@ func TestRegressionZeroValues(t *testing.T) {
 				t.Errorf("the watcher of a zero Broadcaster dropped %d of 1 value, want it queued", got)
 			}
 		}
+		check(t, "Dropped", func() { b.Dropped() })
 		check(t, "Shutdown", func() { b.Shutdown(context.Background()) })
 	})
 	t.Run("Watcher", func(t *testing.T) {

@@ -22,18 +22,12 @@ type Watcher[T any] struct {
 	policy    Policy
 	prefixLen int // len(prefix) of WatchWithPrefix
 
-	// dropped is written by publishers (on a drop only) and read by
-	// anyone, often: a cache line away from h, which the reader writes for
-	// each value it takes, so that reading it does not pull that line from
-	// the reader's core (see padLine).
-	dropped atomic.Uint64
-	_       padLine
-
 	// Read without mu by publishers deciding whether w needs attention;
 	// written under mu.
 	h          atomic.Uint64 // next ring seq not yet taken: w's ring segment is [h, tail)
 	pendLen    atomic.Int64  // len(pend)
 	prefixLeft atomic.Int64  // prefix values still at the front of pend
+	dropped    atomic.Uint64
 	stopped    atomic.Bool
 	roomWanted atomic.Bool // a publisher waits for this watcher to make room
 
@@ -72,11 +66,6 @@ type Watcher[T any] struct {
 	index  int  // position in b.watchers; guarded by b.mu
 	parked bool // on b.parked; guarded by b.pmu
 }
-
-// padLine keeps the fields before it and after it on different cache lines
-// (64 bytes on amd64 and arm64): two fields at least this far apart never
-// share one, wherever the allocation starts.
-type padLine [64]byte
 
 // mustBeMade panics on a Watcher that Watch did not return.
 func (w *Watcher[T]) mustBeMade() *Broadcaster[T] {

@@ -194,6 +194,7 @@ type Broadcaster struct {
 	recorded               atomic.Uint64
 	lastNanos              atomic.Int64 // see uniqueNanos
 	invalid, droppedClosed atomic.Uint64
+	dropsSeen              atomic.Uint64 // b.bc.Dropped() when noticeDrops last looked
 	_                      padLine
 	skipped, aggregated    atomic.Uint64
 	written, failed        atomic.Uint64
@@ -409,6 +410,20 @@ func (b *Broadcaster) workerExited(wk *worker) {
 // look. Recorders call it after each publish (a drop happens inside it),
 // with the fields of the event they published, which they no longer read.
 func (b *Broadcaster) noticeDrops(object ObjectReference, eventtype, reason, message string) {
+	// The broadcast's total, which every drop raises (after the
+	// watcher's own count), says cheaply whether there is anything to look
+	// at: the watchers' counts sit next to what their readers write for
+	// each event, and reading them for every event would pull those lines
+	// away from the readers.
+	for {
+		total, seen := b.bc.Dropped(), b.dropsSeen.Load()
+		if total <= seen {
+			return // nothing new
+		}
+		if b.dropsSeen.CompareAndSwap(seen, total) {
+			break
+		}
+	}
 	for _, wk := range *b.live.Load() {
 		d := wk.w.Dropped()
 		for {

@@ -2,7 +2,9 @@ package events_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
+	"strconv"
 	"sync"
 	"testing"
 
@@ -127,5 +129,49 @@ func waitHandled(t *testing.T, b *events.Broadcaster, n uint64) {
 			t.Fatalf("the worker handled %d of %d events: %+v", st.Written+st.Skipped+st.Failed, n, st)
 		}
 		runtime.Gosched()
+	}
+}
+
+// TestQueueFullReportsCountEveryDrop: Recorders notice drops through the
+// broadcast's total, which every drop raises; the counts reported as "queue
+// full" (at once, then summed until Shutdown) add up to Stats.Dropped, with
+// Recorders on several goroutines and two consumers that drop.
+func TestQueueFullReportsCountEveryDrop(t *testing.T) {
+	b, logs := newLogged(events.WithQueueLength(10))
+	release := make(chan struct{})
+	s := eventstest.NewFakeSink()
+	s.Hook = func(context.Context, eventstest.Op, *events.Event) error { <-release; return nil }
+	if _, err := b.StartRecordingToSink(s); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.StartEventWatcher(func(*events.Event) { <-release }); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			r := b.NewRecorder(events.Source{Component: fmt.Sprint("c", g)})
+			for i := range 500 {
+				r.Eventf(pod, events.Normal, "R", "m %d", i)
+			}
+		})
+	}
+	wg.Wait()
+	close(release)
+	shutdown(t, b)
+	st := b.Stats()
+	if st.Dropped < 2*(4*500-30) {
+		t.Fatalf("Stats %+v: both consumers should have dropped nearly everything", st)
+	}
+	var reported uint64
+	for _, r := range logs.find("queue full") {
+		n, err := strconv.ParseUint(r.attrs["count"], 10, 64)
+		if err != nil {
+			t.Fatalf("report %+v: %v", r, err)
+		}
+		reported += n
+	}
+	if reported != st.Dropped {
+		t.Errorf("queue-full reports count %d drops, Stats.Dropped is %d", reported, st.Dropped)
 	}
 }
