@@ -202,9 +202,8 @@ type Broadcaster struct {
 	nextN                  atomic.Uint64
 	// rep is written by workers for every skipped and aggregated event.
 	rep reporter
-	// free holds recorded events that their only consumer is done with
-	// and did not hand out: Recorders reuse them.
-	free sync.Pool
+	// free holds recorded events for Recorders to reuse (see freeList).
+	free freeList
 	_    padLine
 }
 
@@ -329,7 +328,7 @@ func (b *Broadcaster) StartRecordingToSink(sink Sink) (Stopper, error) {
 	corr := NewCorrelator(b.cfg.corr)
 	return b.start("StartRecordingToSink", fmt.Sprintf("sink %T", sink), func(wk *worker, r *recorded) {
 		if !wk.recordToSink(sink, corr, r) && !r.shared {
-			b.free.Put(r)
+			wk.recycle(r)
 		}
 	})
 }

@@ -71,7 +71,7 @@ func (r *recorder) generate(object ObjectReference, annotations map[string]strin
 	if ns == "" {
 		ns = defaultNamespace
 	}
-	r2, _ := b.free.Get().(*recorded)
+	r2 := b.free.get()
 	if r2 == nil {
 		r2 = new(recorded)
 	}

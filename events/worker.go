@@ -53,6 +53,10 @@ type worker struct {
 	// watcher. Only the worker's goroutine uses it (a goroutine that
 	// replaces one that called runtime.Goexit included).
 	taken uint64
+	// spare gathers the recorded events the worker gives back for reuse,
+	// freeBatch at a time (see freeList). Only the worker's goroutine
+	// uses it.
+	spare []*recorded
 }
 
 // Stop implements Stopper: nothing more is queued for the worker, the
