@@ -551,7 +551,9 @@ func unlink[T any](list *[]*Watcher[T], w *Watcher[T]) bool {
 
 // Dropped returns the number of values dropped in all, across watchers:
 // Stats().Dropped, read without taking any lock, so that a caller may check
-// it on every publish (to notice drops as they happen, say).
+// it on every publish (to notice drops as they happen, say). A watcher's
+// [Watcher.Dropped] counts each of its drops before this total does: once
+// the total shows a drop, so does the watcher's count.
 func (b *Broadcaster[T]) Dropped() uint64 {
 	b.mustBeMade()
 	return b.dropped.Load()

@@ -78,6 +78,8 @@ func (w *Watcher[T]) mustBeMade() *Broadcaster[T] {
 // Dropped returns how many values this watcher lost to its policy.
 func (w *Watcher[T]) Dropped() uint64 { return w.dropped.Load() }
 
+// drop counts a drop: the watcher's count first, then the total, as
+// Broadcaster.Dropped documents (events' Recorders rely on it).
 func (w *Watcher[T]) drop() {
 	w.dropped.Add(1)
 	w.b.dropped.Add(1)

@@ -326,8 +326,11 @@ func (b *Broadcaster) StartRecordingToSink(sink Sink) (Stopper, error) {
 		panic("events: StartRecordingToSink: nil sink")
 	}
 	corr := NewCorrelator(b.cfg.corr)
+	// The options' functions are given the recorded event itself; one
+	// that kept it would see it change if it were reused.
+	reuse := b.cfg.corr.KeyFunc == nil && b.cfg.corr.MessageFunc == nil && b.cfg.corr.SpamKeyFunc == nil
 	return b.start("StartRecordingToSink", fmt.Sprintf("sink %T", sink), func(wk *worker, r *recorded) {
-		if !wk.recordToSink(sink, corr, r) && !r.shared {
+		if !wk.recordToSink(sink, corr, r) && !r.shared && reuse {
 			wk.recycle(r)
 		}
 	})
@@ -352,16 +355,18 @@ func (b *Broadcaster) start(method, kind string, process func(*worker, *recorded
 	if err == nil {
 		b.consumers++
 		wk.w, wk.recordedAtStart = w, b.recorded.Load()
+		wk.name = fmt.Sprintf("%s #%d", kind, b.nextN.Add(1))
+		b.workers = append(b.workers, wk)
+		b.active++
+		// Live before any event can be published to it: a Recorder that
+		// makes its watcher drop one must find it there (see noticeDrops).
+		b.publishLive()
 	}
 	b.pubMu.Unlock()
 	if err != nil {
 		return nopStopper{}, fmt.Errorf("events: %s: %w", method, err)
 	}
-	wk.name = fmt.Sprintf("%s #%d", kind, b.nextN.Add(1))
 	wk.ctx, wk.cancel = context.WithCancel(b.ctx)
-	b.workers = append(b.workers, wk)
-	b.active++
-	b.publishLive()
 	go wk.run()
 	return wk, nil
 }
@@ -424,17 +429,25 @@ func (b *Broadcaster) noticeDrops(object ObjectReference, eventtype, reason, mes
 		}
 	}
 	for _, wk := range *b.live.Load() {
-		d := wk.w.Dropped()
-		for {
-			seen := wk.seenDropped.Load()
-			if d <= seen {
-				break
-			}
-			if wk.seenDropped.CompareAndSwap(seen, d) {
-				e := Event{InvolvedObject: object, Type: eventtype, Reason: reason, Message: message, Count: 1}
-				b.rep.add(causeQueueFull, d-seen, &e, nil, slog.String("to", wk.name), slog.Int("queueLength", b.cfg.queueLen))
-				break
-			}
+		if n := wk.claimDrops(); n > 0 {
+			e := Event{InvolvedObject: object, Type: eventtype, Reason: reason, Message: message, Count: 1}
+			b.rep.add(causeQueueFull, n, &e, nil, slog.String("to", wk.name), slog.Int("queueLength", b.cfg.queueLen))
+		}
+	}
+}
+
+// claimDrops returns the drops of wk's watcher that nobody has reported
+// yet, and marks them reported: each drop is claimed once, by a Recorder
+// (noticeDrops) or by the worker as it exits (run).
+func (wk *worker) claimDrops() uint64 {
+	d := wk.w.Dropped()
+	for {
+		seen := wk.seenDropped.Load()
+		if d <= seen {
+			return 0
+		}
+		if wk.seenDropped.CompareAndSwap(seen, d) {
+			return d - seen
 		}
 	}
 }

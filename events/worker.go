@@ -129,6 +129,12 @@ func (wk *worker) run() {
 		wk.process(wk, e)
 	}
 	exited = true
+	// Drops no Recorder reported: one that made the watcher drop may have
+	// looked at the live workers after Stop took this one out. The
+	// watcher is unregistered now, so the count is final.
+	if n := wk.claimDrops(); n > 0 {
+		wk.b.rep.add(causeQueueFull, n, nil, nil, slog.String("to", wk.name), slog.Int("queueLength", wk.b.cfg.queueLen))
+	}
 	if wk.stopped.Load() {
 		// The events published to the watcher that it neither dropped
 		// nor yielded were still queued when Stop ended it.

@@ -1,0 +1,63 @@
+package events
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+)
+
+// queueFullCounter sums the counts of the "queue full" reports.
+type queueFullCounter struct {
+	mu sync.Mutex
+	n  int64
+}
+
+func (h *queueFullCounter) Enabled(context.Context, slog.Level) bool { return true }
+func (h *queueFullCounter) WithAttrs([]slog.Attr) slog.Handler       { return h }
+func (h *queueFullCounter) WithGroup(string) slog.Handler            { return h }
+func (h *queueFullCounter) Handle(_ context.Context, r slog.Record) error {
+	if r.Message != causeInfo[causeQueueFull].msg {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "count" {
+			h.mu.Lock()
+			h.n += int64(a.Value.Uint64())
+			h.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+// TestUnnoticedDropsReportedAtExit: drops that no Recorder reported (one
+// that scanned the live workers just before this one was on the list, or
+// just after Stop took it off) are reported by the worker as it exits.
+// Here the events are published straight to the broadcast, so no
+// Recorder looks at all.
+func TestUnnoticedDropsReportedAtExit(t *testing.T) {
+	h := &queueFullCounter{}
+	b := NewBroadcaster(WithQueueLength(1), WithLogger(slog.New(h)))
+	release := make(chan struct{})
+	if _, err := b.StartEventWatcher(func(*Event) { <-release }); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		r := &recorded{Event: Event{InvolvedObject: ObjectReference{Name: "x"}, Type: Normal, Reason: "R", Message: "m"}}
+		if ok, err := b.bc.TryPublish(r); !ok || err != nil {
+			t.Fatalf("TryPublish: %v, %v", ok, err)
+		}
+	}
+	close(release)
+	if err := b.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := b.Stats()
+	if st.Dropped < 3 {
+		t.Fatalf("Stats %+v: want at least 3 of 5 events dropped (queue length 1)", st)
+	}
+	if h.n != int64(st.Dropped) {
+		t.Errorf("queue-full reports count %d drops, Stats.Dropped is %d", h.n, st.Dropped)
+	}
+}
