@@ -124,7 +124,10 @@ func (r *recorder) generate(object ObjectReference, annotations map[string]strin
 // single consumer is registered nobody else will ever see the event, so
 // that consumer may use it as its copy: a sink worker correlates it in
 // place, a handler gets it as it is. The Recorder does not read it after
-// publishing it.
+// publishing it. A sink worker that does not hand it to its sink (skipped,
+// or replaced by an aggregate) gives it back for Recorders to reuse, unless
+// the Correlator's option functions, which are given it, are set (see
+// freeList).
 type recorded struct {
 	Event
 	// shared means the event may reach more than one consumer: each
