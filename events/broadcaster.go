@@ -430,11 +430,24 @@ func (b *Broadcaster) noticeDrops(object ObjectReference, eventtype, reason, mes
 	}
 	for _, wk := range *b.live.Load() {
 		if n := wk.claimDrops(); n > 0 {
+			if testHookDropsClaimed != nil {
+				testHookDropsClaimed()
+			}
 			e := Event{InvolvedObject: object, Type: eventtype, Reason: reason, Message: message, Count: 1}
 			b.rep.add(causeQueueFull, n, &e, nil, slog.String("to", wk.name), slog.Int("queueLength", b.cfg.queueLen))
+			if b.closed.Load() {
+				// Shutdown may have flushed the reports between the claim
+				// and the add, and the add held the count back: either
+				// that flush saw it, or this one does.
+				b.rep.flush()
+			}
 		}
 	}
 }
+
+// testHookDropsClaimed, if set by a test, runs in noticeDrops between
+// claiming drops and reporting them.
+var testHookDropsClaimed func()
 
 // claimDrops returns the drops of wk's watcher that nobody has reported
 // yet, and marks them reported: each drop is claimed once, by a Recorder

@@ -61,3 +61,50 @@ func TestUnnoticedDropsReportedAtExit(t *testing.T) {
 		t.Errorf("queue-full reports count %d drops, Stats.Dropped is %d", h.n, st.Dropped)
 	}
 }
+
+// TestDropsClaimedDuringShutdownReported: a Recorder that has claimed
+// drops when Shutdown flushes the reports still gets them reported. Its
+// count used to be held back by the rate limit (a report of that cause
+// was due no sooner than 10 s after the last) with no flush to come.
+func TestDropsClaimedDuringShutdownReported(t *testing.T) {
+	h := &queueFullCounter{}
+	b := NewBroadcaster(WithQueueLength(1), WithLogger(slog.New(h)))
+	release, entered := make(chan struct{}), make(chan struct{}, 1)
+	if _, err := b.StartEventWatcher(func(*Event) {
+		select {
+		case entered <- struct{}{}:
+		default:
+		}
+		<-release
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r := b.NewRecorder(Source{Component: "c"})
+	r.Event(ObjectReference{Name: "x"}, Normal, "R", "m")
+	<-entered // the handler holds the first event; the queue is empty
+	// One queued, two dropped and reported at once: the next report of
+	// the cause is due in 10 s.
+	for range 3 {
+		r.Event(ObjectReference{Name: "x"}, Normal, "R", "m")
+	}
+	if h.n == 0 {
+		t.Fatal("the first drops were not reported at once")
+	}
+	// The next drop is claimed, then Shutdown runs to the end before the
+	// Recorder reports it.
+	testHookDropsClaimed = func() {
+		testHookDropsClaimed = nil
+		close(release)
+		if err := b.Shutdown(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}
+	defer func() { testHookDropsClaimed = nil }()
+	r.Event(ObjectReference{Name: "x"}, Normal, "R", "m")
+	if testHookDropsClaimed != nil {
+		t.Fatal("the last event dropped nothing")
+	}
+	if st := b.Stats(); h.n != int64(st.Dropped) {
+		t.Errorf("queue-full reports count %d drops, Stats.Dropped is %d", h.n, st.Dropped)
+	}
+}
