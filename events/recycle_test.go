@@ -266,6 +266,14 @@ func TestQueueFullReportsCountEveryDrop(t *testing.T) {
 	if st.Dropped < 2*(4*500-30) {
 		t.Fatalf("Stats %+v: both consumers should have dropped nearly everything", st)
 	}
+	if reported := queueFullReported(t, logs); reported != st.Dropped {
+		t.Errorf("queue-full reports count %d drops, Stats.Dropped is %d", reported, st.Dropped)
+	}
+}
+
+// queueFullReported sums the counts of the "queue full" reports.
+func queueFullReported(t *testing.T, logs *logCapture) uint64 {
+	t.Helper()
 	var reported uint64
 	for _, r := range logs.find("queue full") {
 		n, err := strconv.ParseUint(r.attrs["count"], 10, 64)
@@ -274,9 +282,7 @@ func TestQueueFullReportsCountEveryDrop(t *testing.T) {
 		}
 		reported += n
 	}
-	if reported != st.Dropped {
-		t.Errorf("queue-full reports count %d drops, Stats.Dropped is %d", reported, st.Dropped)
-	}
+	return reported
 }
 
 // TestQueueFullReportedWhileStartingAndStopping: drops on watchers being
@@ -318,15 +324,7 @@ func TestQueueFullReportedWhileStartingAndStopping(t *testing.T) {
 		close(release)
 		shutdown(t, b)
 		st := b.Stats()
-		var reported uint64
-		for _, r := range logs.find("queue full") {
-			n, err := strconv.ParseUint(r.attrs["count"], 10, 64)
-			if err != nil {
-				t.Fatalf("report %+v: %v", r, err)
-			}
-			reported += n
-		}
-		if reported != st.Dropped {
+		if reported := queueFullReported(t, logs); reported != st.Dropped {
 			t.Fatalf("trial %d: queue-full reports count %d drops, Stats.Dropped is %d (%+v)", trials, reported, st.Dropped, st)
 		}
 		if st.Dropped > 0 {
