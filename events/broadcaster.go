@@ -433,8 +433,7 @@ func (b *Broadcaster) noticeDrops(object ObjectReference, eventtype, reason, mes
 			if testHookDropsClaimed != nil {
 				testHookDropsClaimed()
 			}
-			e := Event{InvolvedObject: object, Type: eventtype, Reason: reason, Message: message, Count: 1}
-			b.rep.add(causeQueueFull, n, &e, nil, slog.String("to", wk.name), slog.Int("queueLength", b.cfg.queueLen))
+			wk.reportDrops(n, &Event{InvolvedObject: object, Type: eventtype, Reason: reason, Message: message, Count: 1})
 			if b.closed.Load() {
 				// Shutdown may have flushed the reports between the claim
 				// and the add, and the add held the count back: either
@@ -448,6 +447,12 @@ func (b *Broadcaster) noticeDrops(object ObjectReference, eventtype, reason, mes
 // testHookDropsClaimed, if set by a test, runs in noticeDrops between
 // claiming drops and reporting them.
 var testHookDropsClaimed func()
+
+// reportDrops reports n drops of wk's watcher that it claimed, the latest
+// of them e (nil if unknown).
+func (wk *worker) reportDrops(n uint64, e *Event) {
+	wk.b.rep.add(causeQueueFull, n, e, nil, slog.String("to", wk.name), slog.Int("queueLength", wk.b.cfg.queueLen))
+}
 
 // claimDrops returns the drops of wk's watcher that nobody has reported
 // yet, and marks them reported: each drop is claimed once, by a Recorder

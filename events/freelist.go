@@ -8,7 +8,7 @@ import (
 // freeList hands the recorded events that a sink worker is done with, and
 // did not hand out (skipped by the spam filter, or replaced by an
 // aggregate), back to the Recorders, which reuse them instead of
-// allocating (see recycle and take).
+// allocating (see recycle and get).
 //
 // It is not a sync.Pool: the worker and the Recorders run on different
 // processors, and a sync.Pool passed each event from one processor's pool

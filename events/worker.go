@@ -19,15 +19,7 @@ type worker struct {
 	w       *broadcast.Watcher[*recorded]
 	name    string
 	process func(*worker, *recorded)
-	// seenDropped is w.Dropped() when last reported. Recorders read it
-	// for every event (noticeDrops): it is a cache line away from the
-	// fields the worker writes for every event (taken, place), so that
-	// the recorders' core and the worker's do not pass a line back and
-	// forth for each event.
-	seenDropped atomic.Uint64
-	_           padLine
-
-	place inPlace // for the Correlator of a sink that is r's only consumer
+	place   inPlace // for the Correlator of a sink that is r's only consumer
 
 	// ctx is canceled by Stop and when Shutdown gives up; sink calls get it.
 	ctx    context.Context
@@ -39,6 +31,8 @@ type worker struct {
 	// (Failed), not as abandoned by Shutdown; stopped, later, once the
 	// watcher is unregistered and recordedAtStop is set.
 	stopping, stopped atomic.Bool
+	// seenDropped is w.Dropped() when last reported (see claimDrops).
+	seenDropped atomic.Uint64
 
 	// recordedAtStart and recordedAtStop are b.recorded when the watcher
 	// was registered and unregistered, under pubMu held for writing: the
@@ -133,7 +127,7 @@ func (wk *worker) run() {
 	// looked at the live workers after Stop took this one out. The
 	// watcher is unregistered now, so the count is final.
 	if n := wk.claimDrops(); n > 0 {
-		wk.b.rep.add(causeQueueFull, n, nil, nil, slog.String("to", wk.name), slog.Int("queueLength", wk.b.cfg.queueLen))
+		wk.reportDrops(n, nil)
 	}
 	if wk.stopped.Load() {
 		// The events published to the watcher that it neither dropped
