@@ -20,12 +20,13 @@ race:
 	$(GO) test -race -count=1 -timeout 10m $(PKGS)
 
 tidy-check:
-	@cp go.mod /tmp/herald.go.mod.bak; cp go.sum /tmp/herald.go.sum.bak 2>/dev/null || true
-	@$(GO) mod tidy
-	@if ! git diff --quiet -- go.mod go.sum; then \
-		echo "go mod tidy changed go.mod/go.sum:"; git diff -- go.mod go.sum; \
-		cp /tmp/herald.go.mod.bak go.mod; cp /tmp/herald.go.sum.bak go.sum 2>/dev/null || true; exit 1; fi
-	@echo "tidy: ok"
+	@bak=$$(mktemp -d); trap 'rm -rf "$$bak"' EXIT; \
+	cp go.mod go.sum "$$bak"/; \
+	$(GO) mod tidy; \
+	if ! cmp -s go.mod "$$bak"/go.mod || ! cmp -s go.sum "$$bak"/go.sum; then \
+		echo "go mod tidy changed go.mod/go.sum:"; diff -u "$$bak"/go.mod go.mod; diff -u "$$bak"/go.sum go.sum; \
+		cp "$$bak"/go.mod "$$bak"/go.sum .; exit 1; fi; \
+	echo "tidy: ok"
 
 ## bench: in-package benchmarks with allocations
 bench:
