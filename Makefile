@@ -6,7 +6,7 @@ BENCHTIME ?= 1s
 BENCHCOUNT ?= 6
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all test vet race tidy-check bench bench-compare bench-smoke fuzz soak cover lint demo
+.PHONY: all test vet race tidy-check bench bench-compare bench-smoke fuzz soak cover lint demo api-check
 
 all: test
 
@@ -64,3 +64,7 @@ bench-compare:
 bench-smoke:
 	cd bench && $(GO) test -count=1 ./...
 	cd bench && $(GO) run ./cmd/compare -smoke
+
+## api-check: each library module's API against its last release tag (apidiff; docs/releasing.md)
+api-check:
+	.ci/api-check
