@@ -6,7 +6,7 @@ BENCHTIME ?= 1s
 BENCHCOUNT ?= 6
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all test vet race tidy-check bench bench-compare bench-smoke fuzz soak cover lint demo api-check
+.PHONY: all test vet race tidy-check bench bench-compare bench-smoke fuzz soak cover lint demo api-check help
 
 all: test
 
@@ -68,3 +68,7 @@ bench-smoke:
 ## api-check: each library module's API against its last release tag (apidiff; docs/releasing.md)
 api-check:
 	.ci/api-check
+
+## help: the targets and what each does
+help:
+	@grep -h '^## ' $(MAKEFILE_LIST) | sed 's/^## /  /'
