@@ -96,10 +96,13 @@
 //     handler, sink or function of a sink's CorrelatorOptions (KeyFunc,
 //     MessageFunc, SpamKeyFunc) that panicked or called runtime.Goexit
 //     (with the panic value and stack), and Shutdown giving up.
-//   - Info: the correlator's routine decisions: events the spam filter
-//     skipped (a policy that [Disable] turns off) and events written as part
-//     of an aggregate event (their occurrences are counted in it).
-//   - Debug: each retry of a sink write, at most one per retry sleep.
+//   - Debug: the pipeline's routine decisions, which lose nothing a user
+//     must act on: events the spam filter skipped (a policy that [Disable]
+//     turns off), events written as part of an aggregate event (their
+//     occurrences are counted in it), and each retry of a sink write (at
+//     most one per retry sleep). A Broadcaster is quiet by default: with
+//     the default logger (slog.Default, at Info) it logs nothing unless an
+//     event is lost.
 //
 // # Concurrency
 //

@@ -49,6 +49,13 @@ func flatten(m map[string]string, prefix string, a slog.Attr) {
 	m[prefix+a.Key] = a.Value.String()
 }
 
+// all returns every record so far.
+func (h *logCapture) all() []capturedRecord {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]capturedRecord(nil), h.recs...)
+}
+
 // find returns the records whose message contains substr.
 func (h *logCapture) find(substr string) []capturedRecord {
 	h.mu.Lock()
