@@ -106,8 +106,10 @@ type Stopper interface{ Stop() }
 type Stats struct {
 	// Recorded is the number of events Recorders accepted.
 	Recorded uint64
-	// Invalid is the number of events not recorded because their Type was
-	// neither Normal nor Warning.
+	// Invalid is the number of events not recorded because they were
+	// invalid (see [Event.Validate]): a Type other than Normal or Warning,
+	// no reason, no object name, a namespace or annotations an API server
+	// refuses.
 	Invalid uint64
 	// Dropped is the number of events lost before a watcher or sink saw
 	// them: one per full queue an event did not fit in, plus the events

@@ -374,7 +374,7 @@ func TestInvalidTypeNotRecorded(t *testing.T) {
 		if st := b.Stats(); st.Invalid != 2 || st.Recorded != 1 {
 			t.Errorf("Stats %+v: want Invalid 2, Recorded 1", st)
 		}
-		recs := logs.find("neither Normal nor Warning")
+		recs := logs.find("invalid event")
 		if len(recs) == 0 || recs[0].attrs["type"] != "Error" {
 			t.Errorf("invalid type not reported: %+v", recs)
 		}

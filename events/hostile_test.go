@@ -44,7 +44,7 @@ type hostileOutcome struct {
 var reportKinds = []struct{ sub, kind string }{
 	{"queue full", "queue-full"},
 	{"after Shutdown", "closed"},
-	{"neither Normal nor Warning", "invalid"},
+	{"invalid event", "invalid"},
 	{"panicked", "panic"},
 	{"spam filter", "skipped"},
 	{"aggregated", "aggregated"},
@@ -161,6 +161,9 @@ func one(s string) hostileOutcome {
 		Stats: events.Stats{Recorded: 1, Written: 1, Handled: 1},
 	}
 }
+
+// invalidOutcome is that of one invalid event: counted and reported only.
+var invalidOutcome = hostileOutcome{Stats: events.Stats{Invalid: 1}, Reports: []string{"invalid"}}
 
 func opts(o ...events.Option) func() []events.Option { return func() []events.Option { return o } }
 
@@ -373,13 +376,18 @@ func TestHostileInput(t *testing.T) {
 		}, one(defaultOut)},
 
 		// Recorders.
-		{"zero Source, zero ObjectReference", func(t *testing.T) hostileOutcome {
+		{"zero ObjectReference", func(t *testing.T) hostileOutcome {
+			return pipeline(t, nil, func(h *hostileEnv) {
+				h.b.NewRecorder(events.Source{}).Event(events.ObjectReference{}, events.Normal, "R", "m")
+			})
+		}, invalidOutcome},
+		{"zero Source, ObjectReference with a name only", func(t *testing.T) hostileOutcome {
 			return pipeline(t, nil, func(h *hostileEnv) {
 				var got *events.Event
 				if _, err := h.b.StartEventWatcher(func(e *events.Event) { got = e }); err != nil {
 					t.Fatal(err)
 				}
-				h.b.NewRecorder(events.Source{}).Event(events.ObjectReference{}, events.Normal, "R", "m")
+				h.b.NewRecorder(events.Source{}).Event(events.ObjectReference{Name: "x"}, events.Normal, "R", "m")
 				synctest.Wait()
 				h.notef("name %q namespace %q source %+v reporting %q/%q", strings.SplitN(got.Name, ".", 2)[0]+".",
 					got.Namespace, got.Source, got.ReportingController, got.ReportingInstance)
@@ -387,12 +395,15 @@ func TestHostileInput(t *testing.T) {
 		}, func() hostileOutcome {
 			o := one(defaultOut)
 			o.Stats.Handled = 2
-			o.Notes = []string{`name "." namespace "default" source {Component: Host:} reporting ""/""`}
+			o.Notes = []string{`name "x." namespace "default" source {Component: Host:} reporting ""/""`}
 			return o
 		}()},
 		{"empty reason and message", func(t *testing.T) hostileOutcome {
 			return pipeline(t, nil, func(h *hostileEnv) { h.r.Event(pod, events.Warning, "", "") })
-		}, one("Warning")},
+		}, invalidOutcome},
+		{"empty message", func(t *testing.T) hostileOutcome {
+			return pipeline(t, nil, func(h *hostileEnv) { h.r.Event(pod, events.Warning, "R", "") })
+		}, one("Warning R")},
 		{"1 MiB reason and message", func(t *testing.T) hostileOutcome {
 			return pipeline(t, nil, func(h *hostileEnv) { h.r.Eventf(pod, events.Warning, mib, "%s", mib) })
 		}, one("Warning " + mibOut + " " + mibOut)},
@@ -785,6 +796,7 @@ func TestHostileInput(t *testing.T) {
 			var fr eventstest.FakeRecorder
 			var r events.Recorder = &fr // through the interface: vet would refuse the odd formats
 			ann := map[string]string{"k": "v"}
+			r.AnnotatedEventf(events.ObjectReference{Name: "x"}, ann, events.Normal, "R", "%d %s", 1)
 			r.AnnotatedEventf(events.ObjectReference{}, ann, events.Normal, "", "%d %s", 1)
 			ann["k"] = "changed"
 			r.Event(pod, "Bogus", "R", "m")
@@ -798,8 +810,8 @@ func TestHostileInput(t *testing.T) {
 			}
 			return out
 		}, hostileOutcome{
-			Watched: []string{"Normal  1 %!s(MISSING) map[k:v]", "Warning " + mibOut + " " + mibOut},
-			Notes:   []string{"invalid Bogus R m"},
+			Watched: []string{"Normal R 1 %!s(MISSING) map[k:v]", "Warning " + mibOut + " " + mibOut},
+			Notes:   []string{"invalid Normal  1 %!s(MISSING) map[k:v]", "invalid Bogus R m"},
 		}},
 		{"FakeSink: zero value, odd calls", func(t *testing.T) hostileOutcome {
 			var s eventstest.FakeSink

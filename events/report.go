@@ -58,7 +58,7 @@ var causeInfo = [nCauses]struct {
 }{
 	causeQueueFull:        {slog.LevelWarn, "events: queue full, events dropped (see WithQueueLength)"},
 	causeClosed:           {slog.LevelWarn, "events: event recorded after Shutdown, dropped"},
-	causeInvalid:          {slog.LevelError, "events: event type is neither Normal nor Warning, event not recorded"},
+	causeInvalid:          {slog.LevelError, "events: invalid event not recorded (see Event.Validate)"},
 	causeSkipped:          {slog.LevelDebug, "events: spam filter skipped events (see CorrelatorOptions.BurstSize and QPS)"},
 	causeAggregated:       {slog.LevelDebug, "events: similar events aggregated (see CorrelatorOptions.MaxEvents)"},
 	causeRejected:         {slog.LevelError, "events: sink rejected event, will not retry"},
