@@ -49,6 +49,7 @@ const (
 	causeNoBroadcaster
 	causeStopped
 	causeClockPanicked
+	causeSinkFailing
 	nCauses
 )
 
@@ -67,6 +68,7 @@ var causeInfo = [nCauses]struct {
 	causeNoBroadcaster:    {slog.LevelError, "events: Recorder of a Broadcaster not made by NewBroadcaster, event dropped"},
 	causeStopped:          {slog.LevelWarn, "events: watcher or sink stopped, events still queued for it discarded"},
 	causeClockPanicked:    {slog.LevelError, "events: CorrelatorOptions.Now panicked; events stamped with time.Now instead"},
+	causeSinkFailing:      {slog.LevelWarn, "events: sink failing for a while, events are retried and will be lost if it goes on (see WithRetry)"},
 }
 
 // orphanReports reports for the Recorders of a nil or zero Broadcaster,

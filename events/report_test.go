@@ -53,6 +53,7 @@ func TestReportLevels(t *testing.T) {
 		causeAggregated:       slog.LevelDebug,
 		causeStopped:          slog.LevelWarn,
 		causeClockPanicked:    slog.LevelError,
+		causeSinkFailing:      slog.LevelWarn,
 	}
 	if len(want) != int(nCauses) {
 		t.Fatalf("%d causes have a wanted level, there are %d causes", len(want), nCauses)
