@@ -202,9 +202,9 @@ type Broadcaster struct {
 	workers []*worker // every worker started, but stopped ones whose goroutine exited
 	// gone is the sum of the counts of the stopped workers forgotten (see
 	// workerExited), for Stats.
-	gone Stats
-	active      int           // workers whose goroutine has not exited
-	allDone     chan struct{} // closed when closed is set and active is 0
+	gone    Stats
+	active  int           // workers whose goroutine has not exited
+	allDone chan struct{} // closed when closed is set and active is 0
 
 	// pubMu orders registrations against publications: a Recorder holds
 	// it for reading while it counts the consumers and publishes, a Start

@@ -1,8 +1,8 @@
 package events
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"testing"

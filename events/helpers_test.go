@@ -1,8 +1,8 @@
 package events_test
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"

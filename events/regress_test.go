@@ -4,8 +4,8 @@ package events_test
 // each fails if its fix is reverted.
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"

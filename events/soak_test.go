@@ -11,8 +11,8 @@ package events_test
 //	HERALD_SOAK=1 go test -run Soak -v -count=1 -timeout 30m ./events/
 
 import (
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"

@@ -4,9 +4,9 @@ import (
 	"errors"
 	"strconv"
 	"strings"
-	"time"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/heraldgo/herald/events"
 	"github.com/heraldgo/herald/events/eventstest"
