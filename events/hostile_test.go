@@ -26,6 +26,7 @@ import (
 	"github.com/heraldgo/herald/broadcast"
 	"github.com/heraldgo/herald/events"
 	"github.com/heraldgo/herald/events/eventstest"
+	"github.com/heraldgo/herald/internal/eventstream"
 	"github.com/heraldgo/herald/internal/testutil"
 )
 
@@ -832,7 +833,7 @@ func TestHostileInput(t *testing.T) {
 			note("WaitCalls(canceled, -1): %v", s.WaitCalls(ctx, -1))
 			_, ok := s.Event("", "nope")
 			note("Delete unknown %v, Event unknown %v, CallCount(bogus) %d", s.Delete("", "nope"), ok, s.CallCount("Bogus"))
-			note("MixedStream(0) %d", len(eventstest.MixedStream(0, 0)))
+			note("MixedStream(0) %d", len(eventstream.MixedStream(0, 0)))
 			return out
 		}, hostileOutcome{Notes: []string{
 			"Create with a canceled ctx: <nil>",

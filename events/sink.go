@@ -90,7 +90,7 @@ func (wk *worker) recordToSink(g *routine, sink Sink, corr *Correlator, r *recor
 		case err == errPanicked:
 			return handedOut // reported and counted by call
 		case err == nil:
-			wk.failingSince.Store(0)
+			wk.healthy()
 			wk.stored(res.Aggregated, e)
 			// The correlator already holds name, rv, count and first as
 			// the latest observation (and this worker is its only user),
@@ -104,7 +104,7 @@ func (wk *worker) recordToSink(g *routine, sink Sink, corr *Correlator, r *recor
 			}
 			return handedOut
 		case errors.Is(err, ErrAlreadyExists):
-			wk.failingSince.Store(0)
+			wk.healthy()
 			wk.stored(res.Aggregated, e)
 			return handedOut
 		case errors.Is(err, ErrRejected):
@@ -197,6 +197,14 @@ func (wk *worker) sinkFailed(ev *Event, err error) {
 	}
 	if d := time.Duration(t - since); d >= sinkFailingAfter {
 		wk.b.rep.add(causeSinkFailing, 1, ev, err, slog.String("by", wk.name), slog.Duration("failingFor", d))
+	}
+}
+
+// healthy notes a successful try: the sink is not failing. It writes only
+// when the sink was failing, not for every event.
+func (wk *worker) healthy() {
+	if wk.failingSince.Load() != 0 {
+		wk.failingSince.Store(0)
 	}
 }
 
