@@ -63,7 +63,9 @@ func WithRetry(maxTries int, sleep time.Duration) Option {
 
 // WithQueueLength sets how many events may wait for each watcher or sink
 // (default 1000). When a watcher's queue is full, a Recorder drops the event
-// for that watcher, counts it in [Stats].Dropped and reports it. n < 1 or
+// for that watcher, counts it in [Stats].Dropped and reports it. For a sink
+// with [WithSinkConcurrency], the events waiting for their object's turn
+// count too. n < 1 or
 // n > [broadcast.MaxQueueLength] panics.
 func WithQueueLength(n int) Option {
 	if n < 1 {
@@ -147,8 +149,9 @@ type Stats struct {
 	// refuses.
 	Invalid uint64
 	// Dropped is the number of events lost before a watcher or sink saw
-	// them: one per full queue an event did not fit in, plus the events
-	// recorded once Shutdown had begun.
+	// them: one per full queue an event did not fit in (for a sink with
+	// WithSinkConcurrency, the events waiting for their object's turn
+	// included), plus the events recorded once Shutdown had begun.
 	Dropped uint64
 	// Skipped is the number of events the spam filter kept from a sink.
 	Skipped uint64
@@ -356,7 +359,9 @@ func (b *Broadcaster) StartStructuredLogging(logger *slog.Logger, level slog.Lev
 // after a [Correlator] of its own (see [WithCorrelatorOptions]) has
 // de-duplicated, aggregated and spam-filtered them. One goroutine writes, in
 // order, with retries (see [WithRetry] and [Sink] for which errors are
-// retried). After Shutdown has begun it returns an error wrapping
+// retried); with [WithSinkConcurrency](n), up to n goroutines do, each
+// event about one object after the previous one. [Broadcaster.StatsOf]
+// gives the returned Stopper's own counts. After Shutdown has begun it returns an error wrapping
 // [broadcast.ErrClosed]. A nil sink panics.
 func (b *Broadcaster) StartRecordingToSink(sink Sink) (Stopper, error) {
 	if sink == nil {
@@ -586,7 +591,8 @@ func (s *Stats) add(o Stats) {
 // [broadcast.ErrClosed]. Every event recorded before it is still delivered:
 // each started sink writes its queue, with its retries, and each watcher
 // handles its queue. Then every goroutine of b has exited and Shutdown
-// returns nil.
+// returns nil, or a [LostError] (wrapping [ErrLost]) with the events lost
+// since the last LostError that Flush or Shutdown returned.
 //
 // If ctx ends first, Shutdown returns ctx.Err() at once, even when a sink
 // ignores its context: the sinks' contexts are canceled, retries stop, the

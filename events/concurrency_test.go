@@ -292,3 +292,43 @@ func writers() int {
 	buf = buf[:runtime.Stack(buf, true)]
 	return strings.Count(string(buf), "events.(*dispatch).write(")
 }
+
+// FuzzSinkConcurrency decodes a stream of Recorder calls (few objects,
+// reasons and messages, so that repeats, aggregation and the spam filter
+// all happen) and a concurrency from the input, and checks guarantee 8:
+// with a sink of random latencies and failures, each object's calls are
+// one at a time and in order (orderSink), and the stored events and the
+// sink's counts are those of n = 1.
+func FuzzSinkConcurrency(f *testing.F) {
+	f.Add([]byte{4, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15})
+	f.Add([]byte{64, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1})
+	f.Add([]byte{2, 0x10, 0x21, 0x32, 0x43, 0x54, 0x65, 0x76, 0x87, 0x98, 0xa9, 0xba, 0xcb, 0xdc, 0xed, 0xfe})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) < 2 || len(data) > 2000 {
+			return
+		}
+		n := 2 + int(data[0])%63
+		calls := make([]stormEvent, 0, len(data)-1)
+		for _, b := range data[1:] {
+			o := int(b & 3)
+			calls = append(calls, stormEvent{
+				obj:     events.ObjectReference{Kind: "Pod", Namespace: "ns", Name: fmt.Sprintf("p%d", o), UID: fmt.Sprint(o), APIVersion: "v1"},
+				typ:     []string{events.Normal, events.Warning}[b>>2&1],
+				reason:  []string{"A", "B"}[b>>3&1],
+				message: fmt.Sprintf("m%d", b>>4),
+			})
+		}
+		synctest.Test(t, func(t *testing.T) {
+			one := newOrderSink(t, 1, 0.1)
+			want, wantSt := runStorm(t, one, one.Events, calls)
+			s := newOrderSink(t, uint64(len(data)), 0.1)
+			got, gotSt := runStorm(t, s, s.Events, calls, events.WithSinkConcurrency(n))
+			if diff := gocmp.Diff(want, got); diff != "" {
+				t.Errorf("n = %d: stored events differ from n = 1's (-want +got):\n%s", n, diff)
+			}
+			if wantSt != gotSt {
+				t.Errorf("n = %d: Stats %+v, n = 1's %+v", n, gotSt, wantSt)
+			}
+		})
+	})
+}

@@ -12,7 +12,9 @@ import (
 //
 // A [Broadcaster] calls a sink from one goroutine per
 // [Broadcaster.StartRecordingToSink], one event at a time, in order, and never
-// while holding a lock. The ctx it passes is canceled when that recording is
+// while holding a lock; with [WithSinkConcurrency](n > 1), from up to n
+// goroutines at once, the events about one involved object one at a time,
+// in order, so the sink must be safe for concurrent use. The ctx it passes is canceled when that recording is
 // stopped or when [Broadcaster.Shutdown] gives up waiting; a sink should
 // return soon after.
 //
