@@ -80,11 +80,9 @@ func (s *orderSink) hook(ctx context.Context, _ eventstest.Op, e *events.Event) 
 
 // stormEvent is one Recorder call of a storm.
 type stormEvent struct {
-	obj          events.ObjectReference
-	typ, reason  string
-	message      string
-	annotations  map[string]string
-	recordAround bool
+	obj         events.ObjectReference
+	typ, reason string
+	message     string
 }
 
 // storm returns n Recorder calls about objects objects, with repeats (de-
