@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -35,6 +36,7 @@ type slowCounter struct {
 	writes atomic.Int64
 	want   int64
 	done   chan struct{}
+	peak   atomic.Int64 // most goroutines in the process seen by a write
 }
 
 func newSlowCounter(want int) *slowCounter {
@@ -42,6 +44,9 @@ func newSlowCounter(want int) *slowCounter {
 }
 
 func (c *slowCounter) wrote() {
+	if g := int64(runtime.NumGoroutine()); g > c.peak.Load() {
+		c.peak.Store(g) // racy max: a sample, not an exact figure
+	}
 	time.Sleep(slowCall)
 	if c.writes.Add(1) == c.want {
 		close(c.done)
@@ -90,6 +95,7 @@ func BenchmarkSlowSink(b *testing.B) {
 	reasons := [2]string{"Scheduled", "Pulling"}
 	b.Run("k8s", func(b *testing.B) {
 		var elapsed time.Duration
+		var peak int64
 		for b.Loop() {
 			c := newSlowCounter(slowBurst)
 			eb := record.NewBroadcaster()
@@ -101,13 +107,16 @@ func BenchmarkSlowSink(b *testing.B) {
 			}
 			<-c.done
 			elapsed += time.Since(start)
+			peak = max(peak, c.peak.Load())
 			eb.Shutdown()
 		}
 		b.ReportMetric(float64(b.N*slowBurst)/elapsed.Seconds(), "written/s")
+		b.ReportMetric(float64(peak), "goroutines-peak")
 	})
 	for _, n := range []int{1, 16, 64} {
 		b.Run(fmt.Sprintf("herald-n%d", n), func(b *testing.B) {
 			var elapsed time.Duration
+			var peak int64
 			for b.Loop() {
 				c := newSlowCounter(slowBurst)
 				eb := events.NewBroadcaster(events.WithSinkConcurrency(n), events.WithQueueLength(slowBurst),
@@ -122,11 +131,13 @@ func BenchmarkSlowSink(b *testing.B) {
 				}
 				<-c.done
 				elapsed += time.Since(start)
+				peak = max(peak, c.peak.Load())
 				if err := eb.Shutdown(context.Background()); err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ReportMetric(float64(b.N*slowBurst)/elapsed.Seconds(), "written/s")
+			b.ReportMetric(float64(peak), "goroutines-peak")
 		})
 	}
 }
