@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	. "github.com/heraldgo/herald/events"
-	"github.com/heraldgo/herald/events/eventstest"
+	"github.com/heraldgo/herald/internal/eventstream"
 )
 
 // TestCorrelateAllocs: the hot path allocates at most the result (one
@@ -40,7 +40,7 @@ func TestCorrelateAllocs(t *testing.T) {
 }
 
 // allocStream is one pass of the mixed stream, as bench/ runs it.
-var allocStream = eventstest.MixedStream(10000, 1)
+var allocStream = eventstream.MixedStream(10000, 1)
 
 // TestCorrelateAllocsFresh: a fresh correlator on one pass of the mixed
 // stream, with UpdateState after each written event (bench/'s correlator

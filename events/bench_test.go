@@ -8,13 +8,13 @@ import (
 	"time"
 
 	. "github.com/heraldgo/herald/events"
-	"github.com/heraldgo/herald/events/eventstest"
+	"github.com/heraldgo/herald/internal/eventstream"
 )
 
 // benchStream is the mixed stream of the benchmarks: 1000 objects, repeats
-// and message variants (see eventstest.MixedStream). bench/ compares the
+// and message variants (see eventstream.MixedStream). bench/ compares the
 // same stream with client-go.
-var benchStream = eventstest.MixedStream(1<<16, 1)
+var benchStream = eventstream.MixedStream(1<<16, 1)
 
 // BenchmarkCorrelator measures Correlate per event of the mixed stream.
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -17,6 +18,10 @@ const (
 	DefaultMaxTries    = 12
 	DefaultRetrySleep  = 10 * time.Second
 	DefaultQueueLength = 1000
+	// DefaultSinkConcurrency is the default of WithSinkConcurrency: one
+	// call in flight per sink, client-go's behaviour, and the cheapest for
+	// a sink that answers at once (DESIGN.md, "Sink concurrency").
+	DefaultSinkConcurrency = 1
 )
 
 // Option configures a [Broadcaster]; see [NewBroadcaster].
@@ -28,6 +33,7 @@ type config struct {
 	sleep    time.Duration
 	queueLen int
 	logger   *slog.Logger
+	sinkConc int
 }
 
 type optionFunc func(*config)
@@ -57,7 +63,9 @@ func WithRetry(maxTries int, sleep time.Duration) Option {
 
 // WithQueueLength sets how many events may wait for each watcher or sink
 // (default 1000). When a watcher's queue is full, a Recorder drops the event
-// for that watcher, counts it in [Stats].Dropped and reports it. n < 1 or
+// for that watcher, counts it in [Stats].Dropped and reports it. For a sink
+// with [WithSinkConcurrency], the events waiting for their object's turn
+// count too. n < 1 or
 // n > [broadcast.MaxQueueLength] panics.
 func WithQueueLength(n int) Option {
 	if n < 1 {
@@ -68,6 +76,35 @@ func WithQueueLength(n int) Option {
 			broadcast.MaxQueueLength, n))
 	}
 	return optionFunc(func(c *config) { c.queueLen = n })
+}
+
+// WithSinkConcurrency sets how many calls each sink started with
+// [Broadcaster.StartRecordingToSink] may have in flight (default 1). Events
+// about one involved object (the same Kind, Namespace, Name, UID and
+// APIVersion) are still correlated and written one at a time, in recording
+// order, each after the previous one's sink call, retries included, has
+// returned; events about different objects overlap, up to n calls at
+// once. A retrying event holds up its own object, and one of the n calls,
+// only. Events waiting for their object's turn count against
+// [WithQueueLength] with those waiting in the sink's queue.
+//
+// The stored result is the same as with n = 1 as long as the correlator's
+// caches hold every key ([CorrelatorOptions].LRUCacheSize): its keys are
+// per object (the default KeyFunc and SpamKeyFunc include the object), and
+// each object's events reach it in order; what differs is which key the
+// caches forget first once they are full, and, with a KeyFunc or
+// SpamKeyFunc that groups events of several objects, the order in which
+// such a group sees them.
+//
+// A sink with n > 1 runs a goroutine per object being written, at most n,
+// started when an event arrives for an object with none and ended when
+// that object has nothing more to write: none at rest, n in a storm, each
+// with a stack of a few KiB. n < 1 panics.
+func WithSinkConcurrency(n int) Option {
+	if n < 1 {
+		panic(fmt.Sprintf("events: WithSinkConcurrency: n must be at least 1, got %d", n))
+	}
+	return optionFunc(func(c *config) { c.sinkConc = n })
 }
 
 // WithLogger sets where the broadcaster reports its own failures: dropped,
@@ -106,12 +143,15 @@ type Stopper interface{ Stop() }
 type Stats struct {
 	// Recorded is the number of events Recorders accepted.
 	Recorded uint64
-	// Invalid is the number of events not recorded because their Type was
-	// neither Normal nor Warning.
+	// Invalid is the number of events not recorded because they were
+	// invalid (see [Event.Validate]): a Type other than Normal or Warning,
+	// no reason, no object name, a namespace or annotations an API server
+	// refuses.
 	Invalid uint64
 	// Dropped is the number of events lost before a watcher or sink saw
-	// them: one per full queue an event did not fit in, plus the events
-	// recorded once Shutdown had begun.
+	// them: one per full queue an event did not fit in (for a sink with
+	// WithSinkConcurrency, the events waiting for their object's turn
+	// included), plus the events recorded once Shutdown had begun.
 	Dropped uint64
 	// Skipped is the number of events the spam filter kept from a sink.
 	Skipped uint64
@@ -163,11 +203,11 @@ type Broadcaster struct {
 	// handler or the broadcast package's Shutdown.
 	mu      sync.Mutex
 	workers []*worker // every worker started, but stopped ones whose goroutine exited
-	// droppedGone is the Dropped of the stopped workers forgotten
-	// (see workerExited), for Stats.
-	droppedGone uint64
-	active      int           // workers whose goroutine has not exited
-	allDone     chan struct{} // closed when closed is set and active is 0
+	// gone is the sum of the counts of the stopped workers forgotten (see
+	// workerExited), for Stats.
+	gone    Stats
+	active  int           // workers whose goroutine has not exited
+	allDone chan struct{} // closed when closed is set and active is 0
 
 	// pubMu orders registrations against publications: a Recorder holds
 	// it for reading while it counts the consumers and publishes, a Start
@@ -187,21 +227,21 @@ type Broadcaster struct {
 	shutOnce sync.Once
 	shutDone chan struct{} // closed when the first Shutdown returns
 
-	// The counters, on two cache lines of their own: Recorders write the
-	// first group for every event, workers the second, and a line both
-	// write would pass from core to core twice per event.
+	// The counters, on cache lines of their own: Recorders write the
+	// first group for every event, workers the reports' counts (and their
+	// own counters, in worker.counts), and a line both write would pass
+	// from core to core twice per event.
 	_                      padLine
 	recorded               atomic.Uint64
 	lastNanos              atomic.Int64 // see uniqueNanos
 	invalid, droppedClosed atomic.Uint64
 	dropsSeen              atomic.Uint64 // b.bc.Dropped() when noticeDrops last looked
 	_                      padLine
-	skipped, aggregated    atomic.Uint64
-	written, failed        atomic.Uint64
-	abandoned, handled     atomic.Uint64
 	nextN                  atomic.Uint64
 	// rep is written by workers for every skipped and aggregated event.
 	rep reporter
+	// losses are those already returned in a LostError.
+	losses lossReport
 	// free holds recorded events for Recorders to reuse (see freeList).
 	free freeList
 	_    padLine
@@ -215,7 +255,7 @@ type padLine [64]byte
 // NewBroadcaster returns a Broadcaster with the given options. It starts no
 // goroutine; each Start method starts one, which Shutdown ends.
 func NewBroadcaster(opts ...Option) *Broadcaster {
-	cfg := config{maxTries: DefaultMaxTries, sleep: DefaultRetrySleep, queueLen: DefaultQueueLength}
+	cfg := config{maxTries: DefaultMaxTries, sleep: DefaultRetrySleep, queueLen: DefaultQueueLength, sinkConc: DefaultSinkConcurrency}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&cfg)
@@ -259,14 +299,14 @@ func (b *Broadcaster) StartEventWatcher(handler func(*Event)) (Stopper, error) {
 	if handler == nil {
 		panic("events: StartEventWatcher: nil handler")
 	}
-	return b.start("StartEventWatcher", "event watcher", func(wk *worker, r *recorded) {
+	return b.start("StartEventWatcher", "event watcher", 1, func(wk *worker, g *routine, r *recorded) {
 		e := &r.Event
 		if r.shared {
 			e = e.Clone()
 		} else {
 			r.name()
 		}
-		wk.handle(func() { handler(e) })
+		wk.handle(g, func() { handler(e) })
 	})
 }
 
@@ -277,9 +317,9 @@ func (b *Broadcaster) StartLogging(logf func(format string, args ...any)) (Stopp
 	if logf == nil {
 		panic("events: StartLogging: nil logf")
 	}
-	return b.start("StartLogging", "log", func(wk *worker, r *recorded) {
+	return b.start("StartLogging", "log", 1, func(wk *worker, g *routine, r *recorded) {
 		e := &r.Event
-		wk.handle(func() {
+		wk.handle(g, func() {
 			logf("Event(%#v): type: '%v' reason: '%v' %v", e.InvolvedObject, e.Type, e.Reason, e.Message)
 		})
 	})
@@ -292,13 +332,13 @@ func (b *Broadcaster) StartLogging(logf func(format string, args ...any)) (Stopp
 // [WithLogger]). After Shutdown has begun it returns an error wrapping
 // [broadcast.ErrClosed].
 func (b *Broadcaster) StartStructuredLogging(logger *slog.Logger, level slog.Level) (Stopper, error) {
-	return b.start("StartStructuredLogging", "structured log", func(wk *worker, r *recorded) {
+	return b.start("StartStructuredLogging", "structured log", 1, func(wk *worker, g *routine, r *recorded) {
 		e := &r.Event
 		l := usableLogger(logger)
 		if l == nil {
 			l = b.rep.log()
 		}
-		wk.handle(func() {
+		wk.handle(g, func() {
 			if !l.Enabled(wk.ctx, level) {
 				return
 			}
@@ -319,7 +359,9 @@ func (b *Broadcaster) StartStructuredLogging(logger *slog.Logger, level slog.Lev
 // after a [Correlator] of its own (see [WithCorrelatorOptions]) has
 // de-duplicated, aggregated and spam-filtered them. One goroutine writes, in
 // order, with retries (see [WithRetry] and [Sink] for which errors are
-// retried). After Shutdown has begun it returns an error wrapping
+// retried); with [WithSinkConcurrency](n), up to n goroutines do, each
+// event about one object after the previous one. [Broadcaster.StatsOf]
+// gives the returned Stopper's own counts. After Shutdown has begun it returns an error wrapping
 // [broadcast.ErrClosed]. A nil sink panics.
 func (b *Broadcaster) StartRecordingToSink(sink Sink) (Stopper, error) {
 	if sink == nil {
@@ -328,10 +370,13 @@ func (b *Broadcaster) StartRecordingToSink(sink Sink) (Stopper, error) {
 	corr := NewCorrelator(b.cfg.corr)
 	// The options' functions are given the recorded event itself; one
 	// that kept it would see it change if it were reused.
-	reuse := b.cfg.corr.KeyFunc == nil && b.cfg.corr.MessageFunc == nil && b.cfg.corr.SpamKeyFunc == nil
-	return b.start("StartRecordingToSink", fmt.Sprintf("sink %T", sink), func(wk *worker, r *recorded) {
-		if !wk.recordToSink(sink, corr, r) && !r.shared && reuse {
-			wk.recycle(r)
+	// A concurrent sink's goroutines come and go, each with its own
+	// batch: not worth it (see freeList).
+	reuse := b.cfg.corr.KeyFunc == nil && b.cfg.corr.MessageFunc == nil && b.cfg.corr.SpamKeyFunc == nil &&
+		b.cfg.sinkConc == 1
+	return b.start("StartRecordingToSink", fmt.Sprintf("sink %T", sink), b.cfg.sinkConc, func(wk *worker, g *routine, r *recorded) {
+		if !wk.recordToSink(g, sink, corr, r) && !r.shared && reuse {
+			wk.recycle(g, r)
 		}
 	})
 }
@@ -342,7 +387,7 @@ type nopStopper struct{}
 
 func (nopStopper) Stop() {}
 
-func (b *Broadcaster) start(method, kind string, process func(*worker, *recorded)) (Stopper, error) {
+func (b *Broadcaster) start(method, kind string, conc int, process func(*worker, *routine, *recorded)) (Stopper, error) {
 	b.mustBeMade(method)
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -350,6 +395,10 @@ func (b *Broadcaster) start(method, kind string, process func(*worker, *recorded
 		return nopStopper{}, fmt.Errorf("events: %s: %w", method, broadcast.ErrClosed)
 	}
 	wk := &worker{b: b, process: process}
+	wk.flush.want.Store(math.MaxUint64)
+	if conc > 1 {
+		wk.conc = newDispatch(wk, conc)
+	}
 	b.pubMu.Lock()
 	w, err := b.bc.Watch()
 	if err == nil {
@@ -400,7 +449,7 @@ func (b *Broadcaster) workerExited(wk *worker) {
 	defer b.mu.Unlock()
 	if wk.stopped.Load() {
 		if i := slices.Index(b.workers, wk); i >= 0 {
-			b.droppedGone += wk.w.Dropped()
+			b.gone.add(wk.stats())
 			b.workers = slices.Delete(b.workers, i, i+1)
 		}
 	}
@@ -473,23 +522,68 @@ func (wk *worker) claimDrops() uint64 {
 // Stats returns a snapshot of b's counters.
 func (b *Broadcaster) Stats() Stats {
 	s := Stats{
-		Recorded:   b.recorded.Load(),
-		Invalid:    b.invalid.Load(),
-		Dropped:    b.droppedClosed.Load(),
-		Skipped:    b.skipped.Load(),
-		Aggregated: b.aggregated.Load(),
-		Written:    b.written.Load(),
-		Failed:     b.failed.Load(),
-		Abandoned:  b.abandoned.Load(),
-		Handled:    b.handled.Load(),
+		Recorded: b.recorded.Load(),
+		Invalid:  b.invalid.Load(),
+		Dropped:  b.droppedClosed.Load(),
 	}
 	b.mu.Lock()
-	s.Dropped += b.droppedGone
+	s.add(b.gone)
 	for _, wk := range b.workers {
-		s.Dropped += wk.w.Dropped()
+		s.add(wk.stats())
 	}
 	b.mu.Unlock()
 	return s
+}
+
+// StatsOf returns the counters of the watcher or sink that s stops, s being
+// what one of b's Start methods returned, and true; for anything else, a
+// zero Stats and false. It may be called after s was stopped, and after
+// Shutdown. Recorded is the number of events published to it (recorded
+// while it was started), Invalid is 0, Dropped counts the events lost at
+// its full queue, and the other counts are its own: for a sink, each event
+// published to it ends up counted in exactly one of Dropped, Written,
+// Skipped, Failed and Abandoned once its goroutines have exited, and, for a
+// watcher, in one of Dropped, Handled, Failed and Abandoned. [Stats] is the
+// sum over all of them, with the Recorders' own counts.
+func (b *Broadcaster) StatsOf(s Stopper) (Stats, bool) {
+	wk, ok := s.(*worker)
+	if !ok || wk == nil || wk.b != b {
+		return Stats{}, false
+	}
+	st := wk.stats()
+	end := b.recorded.Load()
+	if wk.stopped.Load() {
+		end = wk.recordedAtStop
+	}
+	st.Recorded = end - wk.recordedAtStart
+	return st, true
+}
+
+// stats returns wk's counts (Recorded and Invalid 0).
+func (wk *worker) stats() Stats {
+	c := &wk.counts
+	return Stats{
+		Dropped:    wk.w.Dropped() + c.dropped.Load(),
+		Skipped:    c.skipped.Load(),
+		Aggregated: c.aggregated.Load(),
+		Written:    c.written.Load(),
+		Failed:     c.failed.Load(),
+		Abandoned:  c.abandoned.Load(),
+		Handled:    c.handled.Load(),
+	}
+}
+
+// add adds o's counts to s's.
+func (s *Stats) add(o Stats) {
+	s.Recorded += o.Recorded
+	s.Invalid += o.Invalid
+	s.Dropped += o.Dropped
+	s.Skipped += o.Skipped
+	s.Aggregated += o.Aggregated
+	s.Written += o.Written
+	s.Failed += o.Failed
+	s.Abandoned += o.Abandoned
+	s.Handled += o.Handled
 }
 
 // Shutdown stops b. From its start, Recorders drop (count and report) what
@@ -497,7 +591,8 @@ func (b *Broadcaster) Stats() Stats {
 // [broadcast.ErrClosed]. Every event recorded before it is still delivered:
 // each started sink writes its queue, with its retries, and each watcher
 // handles its queue. Then every goroutine of b has exited and Shutdown
-// returns nil.
+// returns nil, or a [LostError] (wrapping [ErrLost]) with the events lost
+// since the last LostError that Flush or Shutdown returned.
 //
 // If ctx ends first, Shutdown returns ctx.Err() at once, even when a sink
 // ignores its context: the sinks' contexts are canceled, retries stop, the
@@ -546,7 +641,7 @@ func (b *Broadcaster) Shutdown(ctx context.Context) error {
 		if isClosed(b.allDone) {
 			b.cancel()
 			b.rep.flush()
-			return nil
+			return b.lost(b.Stats())
 		}
 	}
 	if ctx.Err() == nil {

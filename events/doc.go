@@ -18,7 +18,12 @@
 //
 //	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 //	defer cancel()
+//	b.Flush(ctx)    // waits until what was recorded is written; stops nothing
 //	b.Shutdown(ctx) // writes what was recorded, then stops
+//
+// Against a real API server, whose calls take milliseconds, give the sink
+// [WithSinkConcurrency] and a [WithQueueLength] that holds a storm: one
+// call at a time writes a few hundred events per second.
 //
 // Each [Broadcaster.StartRecordingToSink] gets its own [Correlator], which
 // decides per event, with client-go's defaults (see [CorrelatorOptions]):
@@ -58,17 +63,35 @@
 //     [WithRetry] tries, the first sleep jittered.
 //  5. A Recorder never blocks its caller and never panics, also after
 //     Shutdown; Start methods after Shutdown return an error wrapping
-//     [broadcast.ErrClosed]; an event whose Type is neither [Normal] nor
-//     [Warning] is not recorded and is reported.
+//     [broadcast.ErrClosed]; an invalid event (see [Event.Validate]: a
+//     Type other than [Normal] or [Warning], no reason, no object name,
+//     what an API server refuses) is not recorded, and is counted and
+//     reported.
 //  6. Every watcher and sink gets its own copy: a handler that changes an
 //     Event, Annotations included, changes nothing others see.
 //  7. Shutdown flushes (see below).
+//  8. With [WithSinkConcurrency](n), events about one involved object
+//     (Kind, Namespace, Name, UID, APIVersion) are correlated and written
+//     one at a time, in recording order, each after the previous one's sink
+//     call, retries included, returned; events about different objects
+//     overlap, up to n calls in flight per sink. A retrying event holds up
+//     its own object only. Events waiting for their turn count against
+//     [WithQueueLength]. The stored result is the same as with n = 1 as
+//     long as the correlator's caches hold every key.
+//  9. [Broadcaster.Flush] returns once every event recorded before it was
+//     written, skipped or given up by every started sink and handled by
+//     every watcher (ctx.Err() if ctx ends first); it stops nothing, and
+//     returns at once after Shutdown.
+//  10. Quiet by default: routine decisions (aggregation, spam filtering,
+//     retries) are never logged above Debug; losses are reported at Warn or
+//     above (see Reports).
 //
 // Nothing is lost silently: events dropped at a full queue or after
 // Shutdown, invalid events, events the spam filter skipped or aggregated,
 // events a sink did not store and events discarded by Stop are counted in
-// [Broadcaster.Stats] and reported to the [WithLogger] logger
-// (slog.Default() otherwise).
+// [Broadcaster.Stats] (per sink and watcher in [Broadcaster.StatsOf]) and
+// reported to the [WithLogger] logger (slog.Default() otherwise), and the
+// losses among them make Flush and Shutdown return a [LostError].
 //
 // Every name a Broadcaster gives an event, an aggregate event's included, is
 // unique among the names it gave, even when the clock does not move between
@@ -85,9 +108,10 @@
 //   - Warn: events lost to load or to the lifecycle: a full queue
 //     ([WithQueueLength]), an event recorded after Shutdown began, events
 //     still queued for a watcher or sink when its [Stopper.Stop] was
-//     called.
-//   - Error: events lost to a bug or to a failing sink: a Type other than
-//     Normal or Warning, a Recorder of a Broadcaster not made by
+//     called; and a sink that has failed every try for 30 seconds (with
+//     its error), long before the default retries give its event up.
+//   - Error: events lost to a bug or to a failing sink: an invalid event
+//     (see [Event.Validate]), a Recorder of a Broadcaster not made by
 //     NewBroadcaster, an event the sink rejected, retries exhausted or cut
 //     short by Stop or Shutdown, events abandoned when Shutdown's ctx ended,
 //     a [CorrelatorOptions].Now that panicked in a Recorder (the event is
@@ -96,10 +120,13 @@
 //     handler, sink or function of a sink's CorrelatorOptions (KeyFunc,
 //     MessageFunc, SpamKeyFunc) that panicked or called runtime.Goexit
 //     (with the panic value and stack), and Shutdown giving up.
-//   - Info: the correlator's routine decisions: events the spam filter
-//     skipped (a policy that [Disable] turns off) and events written as part
-//     of an aggregate event (their occurrences are counted in it).
-//   - Debug: each retry of a sink write, at most one per retry sleep.
+//   - Debug: the pipeline's routine decisions, which lose nothing a user
+//     must act on: events the spam filter skipped (a policy that [Disable]
+//     turns off), events written as part of an aggregate event (their
+//     occurrences are counted in it), and each retry of a sink write (at
+//     most one per retry sleep). A Broadcaster is quiet by default: with
+//     the default logger (slog.Default, at Info) it logs nothing unless an
+//     event is lost.
 //
 // # Concurrency
 //
@@ -115,7 +142,10 @@
 // A sink is called from its goroutine one event at a time, in recording
 // order (a Patch must follow the Create it patches), never while a lock is
 // held, with retries sleeping on that goroutine: no goroutine is started per
-// event. A handler is called the same way; it may call Stop on its own
+// event. With [WithSinkConcurrency](n > 1), the sink's goroutine hands each
+// event to a goroutine per involved object being written, at most n (none
+// when the sink is idle), which writes that object's events in recording
+// order; a sink must then be safe for concurrent use. A handler is called the same way; it may call Stop on its own
 // [Stopper]. A handler or sink call that panics or calls runtime.Goexit (as
 // t.Fatal does), or a function of the sink's CorrelatorOptions that panics,
 // fails that event only: it is counted in Stats().Failed and reported, and
@@ -129,8 +159,12 @@
 // drop (count and report) what they are given and the Start methods fail.
 // Every event recorded before Shutdown began reaches every started sink,
 // with its retries, and every watcher; then every goroutine of the
-// broadcaster has exited and Shutdown returns nil. A short-lived process
-// that calls Shutdown before exiting loses none of its last events.
+// broadcaster has exited and Shutdown returns nil, or, if events were lost
+// since the last [LostError] that Flush or Shutdown returned (a full queue,
+// invalid events, a sink that rejected or never stored an event), a
+// LostError with their counts, which wraps [ErrLost]. A short-lived process
+// that calls Shutdown before exiting loses none of its last events, and
+// learns from the error if some were lost before.
 //
 // If ctx ends first, Shutdown returns ctx.Err() at once, even if a sink
 // ignores its context: the sinks' contexts are canceled, retry sleeps end,

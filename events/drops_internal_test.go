@@ -2,6 +2,7 @@ package events
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"testing"
@@ -50,8 +51,8 @@ func TestUnnoticedDropsReportedAtExit(t *testing.T) {
 		}
 	}
 	close(release)
-	if err := b.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
+	if err := b.Shutdown(context.Background()); !errors.Is(err, ErrLost) {
+		t.Fatalf("Shutdown: %v, want a LostError (events were dropped)", err)
 	}
 	st := b.Stats()
 	if st.Dropped < 3 {
@@ -95,8 +96,8 @@ func TestDropsClaimedDuringShutdownReported(t *testing.T) {
 	testHookDropsClaimed = func() {
 		testHookDropsClaimed = nil
 		close(release)
-		if err := b.Shutdown(context.Background()); err != nil {
-			t.Error(err)
+		if err := b.Shutdown(context.Background()); !errors.Is(err, ErrLost) {
+			t.Errorf("Shutdown: %v, want a LostError (events were dropped)", err)
 		}
 	}
 	defer func() { testHookDropsClaimed = nil }()

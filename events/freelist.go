@@ -91,9 +91,9 @@ func (f *freeList) put(batch []*recorded) []*recorded {
 // recycle gives r, which this worker took from its watcher, is the only
 // consumer of, and did not hand out, back for reuse. Only the worker's
 // goroutine calls it.
-func (wk *worker) recycle(r *recorded) {
-	wk.spare = append(wk.spare, r)
-	if len(wk.spare) == freeBatch {
-		wk.spare = wk.b.free.put(wk.spare)
+func (wk *worker) recycle(g *routine, r *recorded) {
+	g.spare = append(g.spare, r)
+	if len(g.spare) == freeBatch {
+		g.spare = wk.b.free.put(g.spare)
 	}
 }

@@ -12,8 +12,9 @@ import (
 //
 // A Recorder never blocks its caller and never panics, also after the
 // broadcaster's Shutdown: an event that cannot be queued (a full queue,
-// Shutdown) or has an invalid type is dropped, counted in [Stats] and
-// reported to the broadcaster's logger.
+// Shutdown) or is invalid (see [Event.Validate]: an API server would not
+// store it) is dropped, counted in [Stats] and reported to the
+// broadcaster's logger.
 type Recorder interface {
 	// Event records an event about object. eventtype is [Normal] or
 	// [Warning]; reason is short, UpperCamelCase and machine-readable;
@@ -60,10 +61,10 @@ func (r *recorder) generate(object ObjectReference, annotations map[string]strin
 			&Event{InvolvedObject: object, Type: eventtype, Reason: reason, Message: message, Source: r.source}, nil)
 		return
 	}
-	if !validType(eventtype) {
+	if err := validate(&object, eventtype, reason, annotations); err != nil {
 		b.invalid.Add(1)
 		e := &Event{InvolvedObject: object, Type: eventtype, Reason: reason, Message: message, Source: r.source}
-		b.rep.add(causeInvalid, 1, e, nil, slog.String("type", eventtype))
+		b.rep.add(causeInvalid, 1, e, err, slog.String("type", eventtype))
 		return
 	}
 	now := b.stamp()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/heraldgo/herald/events"
 	"github.com/heraldgo/herald/events/eventstest"
+	"github.com/heraldgo/herald/internal/eventstream"
 )
 
 // keepingSink keeps every event it is given, with a copy of it as it was
@@ -197,7 +198,7 @@ func TestSinkEventsAreNeverReused(t *testing.T) {
 			t.Fatal(err)
 		}
 		recs := map[events.Source]events.Recorder{}
-		for i, e := range eventstest.MixedStreamRepeating(20000, 3, 0.85) {
+		for i, e := range eventstream.MixedStreamRepeating(20000, 3, 0.85) {
 			r := recs[e.Source]
 			if r == nil {
 				r = b.NewRecorder(e.Source)

@@ -23,10 +23,12 @@ import (
 // type, a Recorder of a zero Broadcaster, a rejected event, retries
 // exhausted or cut short, events abandoned at Shutdown) and for a
 // CorrelatorOptions.Now that panicked (the event is kept, stamped with
-// time.Now); Info for the
+// time.Now); Debug for the
 // correlator's routine decisions, which lose no occurrence from the counts
 // a user reads (aggregation) or withhold events by a policy the user can
-// turn off (the spam filter). Two reports are not rate-limited, because each
+// turn off (the spam filter): a library is quiet by default, and a
+// controller in an event storm would otherwise log a line every 10 seconds
+// per decision about nothing its operator must act on. Two reports are not rate-limited, because each
 // is rare and carries its own information: a panic of a handler, a sink or a
 // sink's CorrelatorOptions function
 // (Error, with its stack; worker.go) and Shutdown giving up (Error, once).
@@ -47,6 +49,7 @@ const (
 	causeNoBroadcaster
 	causeStopped
 	causeClockPanicked
+	causeSinkFailing
 	nCauses
 )
 
@@ -56,15 +59,16 @@ var causeInfo = [nCauses]struct {
 }{
 	causeQueueFull:        {slog.LevelWarn, "events: queue full, events dropped (see WithQueueLength)"},
 	causeClosed:           {slog.LevelWarn, "events: event recorded after Shutdown, dropped"},
-	causeInvalid:          {slog.LevelError, "events: event type is neither Normal nor Warning, event not recorded"},
-	causeSkipped:          {slog.LevelInfo, "events: spam filter skipped events (see CorrelatorOptions.BurstSize and QPS)"},
-	causeAggregated:       {slog.LevelInfo, "events: similar events aggregated (see CorrelatorOptions.MaxEvents)"},
+	causeInvalid:          {slog.LevelError, "events: invalid event not recorded (see Event.Validate)"},
+	causeSkipped:          {slog.LevelDebug, "events: spam filter skipped events (see CorrelatorOptions.BurstSize and QPS)"},
+	causeAggregated:       {slog.LevelDebug, "events: similar events aggregated (see CorrelatorOptions.MaxEvents)"},
 	causeRejected:         {slog.LevelError, "events: sink rejected event, will not retry"},
 	causeRetriesExhausted: {slog.LevelError, "events: unable to write event, retry limit exceeded"},
 	causeGaveUp:           {slog.LevelError, "events: unable to write event, stopped or shut down while retrying"},
 	causeNoBroadcaster:    {slog.LevelError, "events: Recorder of a Broadcaster not made by NewBroadcaster, event dropped"},
 	causeStopped:          {slog.LevelWarn, "events: watcher or sink stopped, events still queued for it discarded"},
 	causeClockPanicked:    {slog.LevelError, "events: CorrelatorOptions.Now panicked; events stamped with time.Now instead"},
+	causeSinkFailing:      {slog.LevelWarn, "events: sink failing for a while, events are retried and will be lost if it goes on (see WithRetry)"},
 }
 
 // orphanReports reports for the Recorders of a nil or zero Broadcaster,

@@ -38,7 +38,7 @@ func (h *levelCapture) Handle(_ context.Context, r slog.Record) error {
 
 // TestReportLevels pins the level of each report (see report.go and
 // doc.go): lost events are Warn or Error, the correlator's routine decisions
-// Info, and a flood of one cause is one record at once and one summary with
+// Debug, and a flood of one cause is one record at once and one summary with
 // the count at flush, not a record per event.
 func TestReportLevels(t *testing.T) {
 	want := map[cause]slog.Level{
@@ -49,10 +49,11 @@ func TestReportLevels(t *testing.T) {
 		causeRejected:         slog.LevelError,
 		causeRetriesExhausted: slog.LevelError,
 		causeGaveUp:           slog.LevelError,
-		causeSkipped:          slog.LevelInfo,
-		causeAggregated:       slog.LevelInfo,
+		causeSkipped:          slog.LevelDebug,
+		causeAggregated:       slog.LevelDebug,
 		causeStopped:          slog.LevelWarn,
 		causeClockPanicked:    slog.LevelError,
+		causeSinkFailing:      slog.LevelWarn,
 	}
 	if len(want) != int(nCauses) {
 		t.Fatalf("%d causes have a wanted level, there are %d causes", len(want), nCauses)

@@ -12,7 +12,9 @@ import (
 //
 // A [Broadcaster] calls a sink from one goroutine per
 // [Broadcaster.StartRecordingToSink], one event at a time, in order, and never
-// while holding a lock. The ctx it passes is canceled when that recording is
+// while holding a lock; with [WithSinkConcurrency](n > 1), from up to n
+// goroutines at once, the events about one involved object one at a time,
+// in order, so the sink must be safe for concurrent use. The ctx it passes is canceled when that recording is
 // stopped or when [Broadcaster.Shutdown] gives up waiting; a sink should
 // return soon after.
 //
@@ -55,7 +57,7 @@ var (
 // worker's context ends; no lock is held meanwhile.
 //
 // It reports whether r's event was handed to the sink (which owns it then).
-func (wk *worker) recordToSink(sink Sink, corr *Correlator, r *recorded) (handedOut bool) {
+func (wk *worker) recordToSink(g *routine, sink Sink, corr *Correlator, r *recorded) (handedOut bool) {
 	b := wk.b
 	e := &r.Event
 	// The correlator judges the event at the time it was recorded, from
@@ -70,10 +72,10 @@ func (wk *worker) recordToSink(sink Sink, corr *Correlator, r *recorded) (handed
 	} else {
 		// This worker is r's only consumer: the result is r's event
 		// itself (a copy of nothing, 384 bytes not allocated).
-		res = corr.correlate(e, &wk.place, r.nanos, e.LastTimestamp)
+		res = corr.correlate(e, &g.place, r.nanos, e.LastTimestamp)
 	}
 	if res.Skip {
-		b.skipped.Add(1)
+		wk.counts.skipped.Add(1)
 		b.rep.add(causeSkipped, 1, e, nil, slog.String("by", wk.name))
 		return false
 	}
@@ -85,11 +87,12 @@ func (wk *worker) recordToSink(sink Sink, corr *Correlator, r *recorded) (handed
 	// these, not with ev.
 	name, rv, count, first := ev.Name, ev.ResourceVersion, ev.Count, ev.FirstTimestamp
 	for try := 1; ; try++ {
-		out, err := wk.write(sink, ev, res.Patch)
+		out, err := wk.write(g, sink, ev, res.Patch)
 		switch {
 		case err == errPanicked:
 			return handedOut // reported and counted by call
 		case err == nil:
+			wk.healthy()
 			wk.stored(res.Aggregated, e)
 			// The correlator already holds name, rv, count and first as
 			// the latest observation (and this worker is its only user),
@@ -103,10 +106,11 @@ func (wk *worker) recordToSink(sink Sink, corr *Correlator, r *recorded) (handed
 			}
 			return handedOut
 		case errors.Is(err, ErrAlreadyExists):
+			wk.healthy()
 			wk.stored(res.Aggregated, e)
 			return handedOut
 		case errors.Is(err, ErrRejected):
-			b.failed.Add(1)
+			wk.counts.failed.Add(1)
 			b.rep.add(causeRejected, 1, ev, err, slog.String("by", wk.name))
 			return handedOut
 		}
@@ -114,8 +118,9 @@ func (wk *worker) recordToSink(sink Sink, corr *Correlator, r *recorded) (handed
 			wk.giveUp(ev, err)
 			return handedOut
 		}
+		wk.sinkFailed(ev, err)
 		if try >= b.cfg.maxTries {
-			b.failed.Add(1)
+			wk.counts.failed.Add(1)
 			b.rep.add(causeRetriesExhausted, 1, ev, err, slog.String("by", wk.name), slog.Int("tries", try))
 			return handedOut
 		}
@@ -143,9 +148,9 @@ func (wk *worker) recordToSink(sink Sink, corr *Correlator, r *recorded) (handed
 // (reported too) if it was written as part of an aggregate event, e being
 // the recorded one.
 func (wk *worker) stored(aggregated bool, e *Event) {
-	wk.b.written.Add(1)
+	wk.counts.written.Add(1)
 	if aggregated {
-		wk.b.aggregated.Add(1)
+		wk.counts.aggregated.Add(1)
 		wk.b.rep.add(causeAggregated, 1, e, nil, slog.String("by", wk.name))
 	}
 }
@@ -153,18 +158,14 @@ func (wk *worker) stored(aggregated bool, e *Event) {
 // giveUp counts an event whose retries were cut short by Stop (Failed) or by
 // Shutdown's deadline (Abandoned).
 func (wk *worker) giveUp(ev *Event, err error) {
-	if wk.stopping.Load() {
-		wk.b.failed.Add(1)
-	} else {
-		wk.b.abandoned.Add(1)
-	}
+	wk.giveUpQueued()
 	wk.b.rep.add(causeGaveUp, 1, ev, err, slog.String("by", wk.name))
 }
 
 // write makes one try: Patch if p is set, falling back to Create when the
 // event is gone.
-func (wk *worker) write(sink Sink, ev *Event, p *Patch) (out *Event, err error) {
-	ok := wk.call(func() {
+func (wk *worker) write(g *routine, sink Sink, ev *Event, p *Patch) (out *Event, err error) {
+	ok := wk.call(g, func() {
 		if p != nil {
 			out, err = sink.Patch(wk.ctx, ev, *p)
 			if !errors.Is(err, ErrNotFound) {
@@ -178,6 +179,35 @@ func (wk *worker) write(sink Sink, ev *Event, p *Patch) (out *Event, err error) 
 		return nil, errPanicked
 	}
 	return out, err
+}
+
+// sinkFailingAfter is how long a sink must have failed every try before
+// its failure is reported at Warn (a retry alone is routine, reported at
+// Debug): with the default retries, an event is given up, and reported at
+// Error, only after about two minutes.
+const sinkFailingAfter = 30 * time.Second
+
+// sinkFailed notes a failed try of a sink write that will be retried, and
+// reports the sink as failing (at Warn, rate-limited, with err) once every
+// try for sinkFailingAfter has failed.
+func (wk *worker) sinkFailed(ev *Event, err error) {
+	t := now().UnixNano()
+	since := wk.failingSince.Load()
+	if since == 0 {
+		wk.failingSince.CompareAndSwap(0, t)
+		return
+	}
+	if d := time.Duration(t - since); d >= sinkFailingAfter {
+		wk.b.rep.add(causeSinkFailing, 1, ev, err, slog.String("by", wk.name), slog.Duration("failingFor", d))
+	}
+}
+
+// healthy notes a successful try: the sink is not failing. It writes only
+// when the sink was failing, not for every event.
+func (wk *worker) healthy() {
+	if wk.failingSince.Load() != 0 {
+		wk.failingSince.Store(0)
+	}
 }
 
 // errPanicked stands for a sink call that panicked; never returned to users.

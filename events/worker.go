@@ -18,8 +18,13 @@ type worker struct {
 	b       *Broadcaster
 	w       *broadcast.Watcher[*recorded]
 	name    string
-	process func(*worker, *recorded)
-	place   inPlace // for the Correlator of a sink that is r's only consumer
+	process func(*worker, *routine, *recorded)
+	// main is the state of the goroutine that reads the watcher; each
+	// goroutine of a concurrent sink has its own (see routine).
+	main routine
+	// conc is set for a sink with WithSinkConcurrency(n > 1): run hands
+	// the events to it instead of processing them (see dispatch).
+	conc *dispatch
 
 	// ctx is canceled by Stop and when Shutdown gives up; sink calls get it.
 	ctx    context.Context
@@ -31,6 +36,8 @@ type worker struct {
 	// (Failed), not as abandoned by Shutdown; stopped, later, once the
 	// watcher is unregistered and recordedAtStop is set.
 	stopping, stopped atomic.Bool
+	// exited is set when the worker's goroutines have all returned.
+	exited atomic.Bool
 	// seenDropped is w.Dropped() when last reported (see claimDrops).
 	seenDropped atomic.Uint64
 
@@ -39,17 +46,45 @@ type worker struct {
 	// difference is the number of events published to it. Written before
 	// the goroutine starts and before stopped is set, respectively.
 	recordedAtStart, recordedAtStop uint64
-	// goexitCounted is set by call when it has counted a runtime.Goexit
-	// of a handler or sink, for run's recovery, which counts any other.
-	// Only the worker's goroutine uses it.
-	goexitCounted bool
 	// taken is the number of events the worker's loop has taken from the
-	// watcher. Only the worker's goroutine uses it (a goroutine that
-	// replaces one that called runtime.Goexit included).
+	// watcher. Only the goroutine that reads the watcher uses it (a
+	// goroutine that replaces one that called runtime.Goexit included).
 	taken uint64
+
+	// counts are this worker's share of Stats (see Broadcaster.StatsOf).
+	counts workerCounts
+
+	// finished is the number of events taken from the watcher that are
+	// done with (written, skipped, given up, handled, discarded), for
+	// Flush: a worker without conc finishes them in the order it takes
+	// them. flush holds the Flush calls waiting for it.
+	finished atomic.Uint64
+	flush    flushWaiters
+	// failingSince is when the sink's current run of failed tries began,
+	// in unix nanos (0: the last try succeeded); see sinkFailed.
+	failingSince atomic.Int64
+}
+
+// workerCounts are the counters of one worker. Their goroutines write
+// them; Stats and StatsOf read them.
+type workerCounts struct {
+	skipped, aggregated, written atomic.Uint64
+	failed, abandoned, handled   atomic.Uint64
+	// dropped counts the events a concurrent sink dropped at its full
+	// queue (see dispatch.take); its watcher counts the others.
+	dropped atomic.Uint64
+}
+
+// routine is the state of one goroutine that processes events.
+type routine struct {
+	// place is for the Correlator of a sink that is r's only consumer.
+	place inPlace
+	// goexitCounted is set by call when it has counted a runtime.Goexit
+	// of a handler or sink, for the goroutine's recovery, which counts any
+	// other.
+	goexitCounted bool
 	// spare gathers the recorded events the worker gives back for reuse,
-	// freeBatch at a time (see freeList). Only the worker's goroutine
-	// uses it.
+	// freeBatch at a time (see freeList).
 	spare []*recorded
 }
 
@@ -76,6 +111,7 @@ func (wk *worker) Stop() {
 		b.mu.Lock()
 		b.publishLive()
 		b.mu.Unlock()
+		wk.releaseFlushes() // Flush waits for started workers only
 	})
 }
 
@@ -93,17 +129,14 @@ func (wk *worker) run() {
 			// Count and report that (a panic must not take the process
 			// down), and go on serving the rest from a new goroutine;
 			// Shutdown keeps waiting for it (active is unchanged).
-			switch r := recover(); {
-			case r != nil:
-				wk.failure("events: a CorrelatorOptions function (or an error's method) panicked; the event is not written, the next ones are", r)
-			case !wk.goexitCounted:
-				wk.failure("events: a CorrelatorOptions function (or an error's method) called runtime.Goexit (t.Fatal or t.FailNow?); the event is not written, the next ones are", nil)
-			}
-			wk.goexitCounted = false
+			wk.recoverEvent(&wk.main, recover())
+			wk.finish()
 			go wk.run()
 			return
 		}
 		wk.process = nil // the sink and its correlator, for a Stopper kept after its end
+		wk.exited.Store(true)
+		wk.releaseFlushes()
 		wk.b.workerExited(wk)
 	}()
 	abandoned, discarded := uint64(0), uint64(0)
@@ -112,15 +145,26 @@ func (wk *worker) run() {
 		if wk.ctx.Err() != nil {
 			// Stopped (All ends at once) or Shutdown gave up: count what
 			// is left.
-			if wk.stopping.Load() {
+			if wk.giveUpQueued() {
 				discarded++
 			} else {
 				abandoned++
-				wk.b.abandoned.Add(1)
 			}
+			wk.finishTaken()
 			continue
 		}
-		wk.process(wk, e)
+		if wk.conc != nil {
+			wk.conc.take(e)
+			continue
+		}
+		wk.process(wk, &wk.main, e)
+		wk.finish()
+	}
+	if wk.conc != nil {
+		// The goroutines still writing end once their objects' queues are
+		// written (or given up, if ctx ended); their counts must be final
+		// before the worker is gone.
+		wk.conc.wg.Wait()
 	}
 	exited = true
 	// Drops no Recorder reported: one that made the watcher drop may have
@@ -132,10 +176,11 @@ func (wk *worker) run() {
 	if wk.stopped.Load() {
 		// The events published to the watcher that it neither dropped
 		// nor yielded were still queued when Stop ended it.
-		discarded += wk.recordedAtStop - wk.recordedAtStart - wk.w.Dropped() - wk.taken
+		n := wk.recordedAtStop - wk.recordedAtStart - wk.w.Dropped() - wk.taken
+		wk.counts.failed.Add(n)
+		discarded += n
 	}
 	if discarded > 0 {
-		wk.b.failed.Add(discarded)
 		wk.b.rep.add(causeStopped, discarded, nil, nil, slog.String("by", wk.name))
 	}
 	if abandoned > 0 {
@@ -150,20 +195,69 @@ func (wk *worker) run() {
 	}
 }
 
+// releaseFlushes ends the Flush calls waiting for wk, now and from now on.
+func (wk *worker) releaseFlushes() {
+	wk.flush.releaseAll()
+	if wk.conc != nil {
+		wk.conc.releaseAll()
+	}
+}
+
+// giveUpQueued counts a queued event that the worker will not process
+// because its ctx ended: discarded by Stop (Failed, true) or abandoned at
+// Shutdown (Abandoned, false).
+func (wk *worker) giveUpQueued() (byStop bool) {
+	if wk.stopping.Load() {
+		wk.counts.failed.Add(1)
+		return true
+	}
+	wk.counts.abandoned.Add(1)
+	return false
+}
+
+// recoverEvent counts and reports the event lost when a goroutine of wk
+// ended early on it (see run), r being what it recovered.
+func (wk *worker) recoverEvent(g *routine, r any) {
+	switch {
+	case r != nil:
+		wk.failure("events: a CorrelatorOptions function (or an error's method) panicked; the event is not written, the next ones are", r)
+	case !g.goexitCounted:
+		wk.failure("events: a CorrelatorOptions function (or an error's method) called runtime.Goexit (t.Fatal or t.FailNow?); the event is not written, the next ones are", nil)
+	}
+	g.goexitCounted = false
+}
+
+// finish marks the latest event taken as done with, for Flush, when
+// events are finished in the order taken (no conc).
+func (wk *worker) finish() {
+	if f := wk.finished.Add(1); f >= wk.flush.want.Load() {
+		wk.flush.release(f)
+	}
+}
+
+// finishTaken is finish for the event just taken, with or without conc.
+func (wk *worker) finishTaken() {
+	if wk.conc != nil {
+		wk.conc.finishTaken()
+		return
+	}
+	wk.finish()
+}
+
 // handle runs a handler call, turning a panic into a report.
-func (wk *worker) handle(f func()) {
-	if wk.call(f) {
-		wk.b.handled.Add(1)
+func (wk *worker) handle(g *routine, f func()) {
+	if wk.call(g, f) {
+		wk.counts.handled.Add(1)
 	}
 }
 
 // call runs f and reports whether it returned normally; a panic is reported
 // and counted in Stats.Failed.
-func (wk *worker) call(f func()) (ok bool) {
+func (wk *worker) call(g *routine, f func()) (ok bool) {
 	// A panic(nil) recovered below looks like a Goexit under
 	// GODEBUG=panicnil=1, and does not end the goroutine: the flag is about
 	// this call only.
-	wk.goexitCounted = false
+	g.goexitCounted = false
 	defer func() {
 		if !ok {
 			r := recover()
@@ -172,7 +266,7 @@ func (wk *worker) call(f func()) (ok bool) {
 				// Not a panic (panic(nil) recovers a *runtime.PanicNilError):
 				// runtime.Goexit, which run survives.
 				msg = "events: handler or sink called runtime.Goexit (t.Fatal or t.FailNow?); the next events are still handled"
-				wk.goexitCounted = true
+				g.goexitCounted = true
 			}
 			wk.failure(msg, r)
 		}
@@ -185,7 +279,7 @@ func (wk *worker) call(f func()) (ok bool) {
 // in Stats.Failed and reports it with the stack, which, called from a
 // deferred function, still holds the frames that panicked.
 func (wk *worker) failure(msg string, r any) {
-	wk.b.failed.Add(1)
+	wk.counts.failed.Add(1)
 	wk.b.rep.logAttrs(context.Background(), slog.LevelError, msg,
 		slog.String("by", wk.name), slog.String("panic", fmt.Sprint(r)),
 		slog.String("stack", string(debug.Stack())))

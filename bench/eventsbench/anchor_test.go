@@ -18,7 +18,7 @@ const anchorAllocs = 207
 // TestStreamMatchesAnchor checks that the stream the targets are measured
 // on is the anchor's in the one way that can be checked: client-go's
 // EventCorrelator makes anchorAllocs allocations per event on it (±1%). Its
-// share of exact repeats (eventstest.MixedStream's 83%) was chosen for that
+// share of exact repeats (eventstream.MixedStream's 83%) was chosen for that
 // alone, with client-go and without herald; the 40% of the earlier stream
 // gives 154.
 func TestStreamMatchesAnchor(t *testing.T) {

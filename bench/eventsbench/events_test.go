@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/heraldgo/herald/events"
-	"github.com/heraldgo/herald/events/eventstest"
+	"github.com/heraldgo/herald/internal/eventstream"
 )
 
 const (
@@ -33,7 +33,7 @@ const (
 	batch = 500
 )
 
-// stream returns eventstest.MixedStream: 1000 objects (half the events
+// stream returns eventstream.MixedStream: 1000 objects (half the events
 // about a hot hundred), several sources, reasons with 1 to 15 message
 // variants, 83% exact repeats: the share at which client-go's
 // EventCorrelator makes 207 allocations per event, as on the stream of
@@ -50,8 +50,8 @@ const (
 // (3.4 MB) is in memory while it runs: how often the GC runs depends on
 // the live heap, of which the stream is most, and herald's figures depend
 // on that (bench/README.md, "The GC and the live heap").
-func stream() []events.Event   { return eventstest.MixedStream(streamLen, 1) }
-func stream40() []events.Event { return eventstest.MixedStreamRepeating(streamLen, 1, 0.4) }
+func stream() []events.Event   { return eventstream.MixedStream(streamLen, 1) }
+func stream40() []events.Event { return eventstream.MixedStreamRepeating(streamLen, 1, 0.4) }
 
 // noPassGC (HERALD_BENCH_NOPASSGC=1) leaves out the runtime.GC() before
 // each pass, to see how much the figures depend on the GC's state (see

@@ -1,7 +1,7 @@
 // Package eventstest provides test doubles for package events: a
 // [FakeRecorder] that keeps what it is given in memory, a [FakeSink] that
-// stores events and fails on demand, and [MixedStream], a reproducible
-// event stream for benchmarks.
+// stores events and fails on demand (the benchmark streams live in the
+// repository's internal/eventstream).
 //
 // A FakeRecorder stands in for an [events.Recorder] in the code under test:
 //

@@ -16,8 +16,10 @@ import (
 // for tests. It never blocks, however many events it gets, and is safe for
 // concurrent use. The zero value is ready to use.
 //
-// Like a real Recorder it does not record an event whose type is neither
-// [events.Normal] nor [events.Warning]; it keeps those apart, in Invalid.
+// Like a real Recorder it does not record an invalid event (see
+// [events.Event.Validate]: a type other than [events.Normal] or
+// [events.Warning], no reason, no object name, ...); it keeps those apart,
+// in Invalid.
 type FakeRecorder struct {
 	// Source is set on every event; set it before the first event.
 	Source events.Source
@@ -75,7 +77,7 @@ func (f *FakeRecorder) record(object events.ObjectReference, annotations map[str
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if eventtype != events.Normal && eventtype != events.Warning {
+	if e.Validate() != nil {
 		f.invalid = append(f.invalid, e)
 		return
 	}
@@ -89,7 +91,7 @@ func (f *FakeRecorder) Events() []events.Event {
 	return cloneEvents(f.events)
 }
 
-// Invalid returns the events not recorded because of their type.
+// Invalid returns the events not recorded because they were invalid.
 func (f *FakeRecorder) Invalid() []events.Event {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -1,4 +1,4 @@
-package eventstest
+package eventstream
 
 import (
 	"fmt"
@@ -43,7 +43,7 @@ const StreamStep = time.Millisecond
 // A negative n panics.
 func MixedStream(n int, seed uint64) []events.Event {
 	if n < 0 {
-		panic(fmt.Sprintf("eventstest: MixedStream: n must not be negative, got %d", n))
+		panic(fmt.Sprintf("eventstream: MixedStream: n must not be negative, got %d", n))
 	}
 	return mixedStream(n, seed, streamRepeats)
 }
@@ -52,10 +52,10 @@ func MixedStream(n int, seed uint64) []events.Event {
 // exact repeats instead of the default.
 func MixedStreamRepeating(n int, seed uint64, repeats float64) []events.Event {
 	if n < 0 {
-		panic(fmt.Sprintf("eventstest: MixedStreamRepeating: n must not be negative, got %d", n))
+		panic(fmt.Sprintf("eventstream: MixedStreamRepeating: n must not be negative, got %d", n))
 	}
 	if !(repeats >= 0 && repeats <= 1) {
-		panic(fmt.Sprintf("eventstest: MixedStreamRepeating: repeats must be between 0 and 1, got %v", repeats))
+		panic(fmt.Sprintf("eventstream: MixedStreamRepeating: repeats must be between 0 and 1, got %v", repeats))
 	}
 	return mixedStream(n, seed, repeats)
 }
