@@ -14,6 +14,10 @@ import (
 // WatchWithPrefix once [Broadcaster.Shutdown] has begun.
 var ErrClosed = errors.New("broadcast: broadcaster is shut down")
 
+// ErrEvicted is what [Watcher.Err] returns once the [Evict] policy ended the
+// watcher.
+var ErrEvicted = errors.New("broadcast: watcher evicted: its queue was full")
+
 var errNilContext = errors.New("broadcast: nil Context")
 
 // Ring sizes. The ring is shared by every watcher read through All (see
@@ -47,10 +51,13 @@ type Stats struct {
 
 // A Broadcaster fans every published value out to every registered watcher,
 // in one total order, under each watcher's [Policy]. Create one with [New];
-// all methods are safe for concurrent use. Its only goroutines are the
-// forwarders of watchers read through [Watcher.C], one each.
+// the zero value is ready to use, as New() with no options. All methods are
+// safe for concurrent use. A Broadcaster must not be copied after first
+// use. Its only goroutines are the forwarders of watchers read through
+// [Watcher.C], one each.
 type Broadcaster[T any] struct {
-	cfg config
+	initOnce sync.Once // ready
+	cfg      config
 
 	// mu guards the fields below it and serializes commits: the write of a
 	// value into the ring, the tail increment and the decisions for full
@@ -105,15 +112,28 @@ type ring[T any] struct {
 // New returns a broadcaster. opts set the defaults for its watchers: queue
 // length [DefaultQueueLength] and policy [Drop] unless given.
 func New[T any](opts ...Option) *Broadcaster[T] {
-	b := &Broadcaster[T]{
-		cfg:      defaultConfig(),
-		attn:     math.MaxUint64,
-		closedCh: make(chan struct{}),
-		abort:    make(chan struct{}),
-		roomCh:   make(chan struct{}, 1),
-	}
+	b := &Broadcaster[T]{cfg: defaultConfig()}
+	b.cfg.inNew = true
 	b.cfg.apply(opts)
+	b.cfg.inNew = false
+	b.ready()
 	return b
+}
+
+// ready makes, once, what a Broadcaster needs beyond its zero value: New
+// calls it, and so does the first Watch or Shutdown of a zero Broadcaster,
+// which then behaves as New() with no options. (Publish before that only
+// counts, as with no watchers.)
+func (b *Broadcaster[T]) ready() {
+	b.initOnce.Do(func() {
+		if b.cfg.queueLen == 0 {
+			b.cfg = defaultConfig()
+		}
+		b.attn = math.MaxUint64
+		b.closedCh = make(chan struct{})
+		b.abort = make(chan struct{})
+		b.roomCh = make(chan struct{}, 1)
+	})
 }
 
 // Publish sends v to every watcher. It returns once v is queued for every
@@ -151,15 +171,6 @@ func (b *Broadcaster[T]) PublishContext(ctx context.Context, v T) error {
 // has begun, and (true, nil) when v was published. It never blocks.
 func (b *Broadcaster[T]) TryPublish(v T) (bool, error) {
 	return b.publish(context.Background(), v, true)
-}
-
-// mustBeMade panics on a Broadcaster that New did not make: its zero value
-// has no defaults and no channels. (Publish on it only counts, as with no
-// watchers.)
-func (b *Broadcaster[T]) mustBeMade() {
-	if b.closedCh == nil {
-		panic("broadcast: a Broadcaster must be made with New")
-	}
 }
 
 // slowBit is tailw's bit: watchers exist or Shutdown began.
@@ -426,11 +437,18 @@ func (b *Broadcaster[T]) attend(s uint64, ws *waitState) {
 	r := b.ring.Load()
 	R := b.ringSize()
 	next := uint64(math.MaxUint64)
-	for _, w := range b.watchers {
+	for i := 0; i < len(b.watchers); i++ {
+		w := b.watchers[i]
 		if w.attnSeq(R) <= s {
 			w.mu.Lock()
 			w.attendLocked(s, r, ws)
+			evicted := w.evicted
 			w.mu.Unlock()
+			if evicted {
+				b.remove(w) // moves the last watcher to i: visit i again
+				i--
+				continue
+			}
 		}
 		next = min(next, w.attnSeq(R))
 	}
@@ -486,9 +504,12 @@ func (b *Broadcaster[T]) WatchWithPrefix(prefix []T, opts ...Option) (*Watcher[T
 }
 
 func (b *Broadcaster[T]) watch(prefix []T, opts []Option) (*Watcher[T], error) {
-	b.mustBeMade()
+	b.ready()
 	cfg := b.cfg
 	cfg.apply(opts)
+	if cfg.ctx != nil && cfg.ctx.Err() != nil {
+		return nil, context.Cause(cfg.ctx)
+	}
 	w := &Watcher[T]{b: b, queueLen: cfg.queueLen, policy: cfg.policy, prefixLen: len(prefix)}
 	if len(prefix) > 0 {
 		w.pend.init(prefix)
@@ -510,6 +531,18 @@ func (b *Broadcaster[T]) watch(prefix []T, opts []Option) (*Watcher[T], error) {
 		b.nBlockFor.Add(1)
 	}
 	b.attn = min(b.attn, w.attnSeq(b.ringSize()))
+	if ctx := cfg.ctx; ctx != nil {
+		// Registered under b.mu, so that Shutdown, which takes every
+		// watcher under b.mu, finds it and can release it.
+		after := make(chan struct{})
+		w.mu.Lock()
+		w.ctxAfter = after
+		w.ctxStop = context.AfterFunc(ctx, func() {
+			defer close(after)
+			w.stopWith(context.Cause(ctx))
+		})
+		w.mu.Unlock()
+	}
 	b.mu.Unlock()
 	return w, nil
 }
@@ -555,7 +588,6 @@ func unlink[T any](list *[]*Watcher[T], w *Watcher[T]) bool {
 // [Watcher.Dropped] counts each of its drops before this total does: once
 // the total shows a drop, so does the watcher's count.
 func (b *Broadcaster[T]) Dropped() uint64 {
-	b.mustBeMade()
 	return b.dropped.Load()
 }
 
@@ -585,7 +617,7 @@ func (b *Broadcaster[T]) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return errNilContext
 	}
-	b.mustBeMade()
+	b.ready()
 	b.mu.Lock()
 	if b.shutting {
 		done := b.shutDone
@@ -627,10 +659,14 @@ func (b *Broadcaster[T]) Shutdown(ctx context.Context) error {
 		b.mu.Lock()
 	}
 	handing := false // a C() forwarder still has values to hand over
+	var ctxWatchers []*Watcher[T]
 	for _, w := range b.watchers {
 		w.mu.Lock()
 		if w.end() {
 			handing = true
+		}
+		if w.ctxStop != nil {
+			ctxWatchers = append(ctxWatchers, w)
 		}
 		w.index = -1
 		w.mu.Unlock()
@@ -639,6 +675,14 @@ func (b *Broadcaster[T]) Shutdown(ctx context.Context) error {
 	b.watchers, b.nWatchers = nil, 0
 	b.nBlockFor.Store(0)
 	b.mu.Unlock()
+
+	// WithContext watchers: no callback may run after Shutdown returns, so
+	// unregister each, or wait for the one already running.
+	for _, w := range ctxWatchers {
+		if !w.ctxStop() {
+			<-w.ctxAfter
+		}
+	}
 
 	// From here no forwarder is started by a publisher's wake-up: end took
 	// charge of every C() channel (closed it, or made sure a forwarder

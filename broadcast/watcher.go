@@ -3,6 +3,7 @@ package broadcast
 import (
 	"context"
 	"iter"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -63,11 +64,20 @@ type Watcher[T any] struct {
 	pinned     atomic.Uint64 // 1 + the first ring seq a forwarder batch reads; 0 if none
 	fwdPending atomic.Bool   // C() was called, the forwarder is not started yet
 
+	// Guarded by mu: why the watcher ended (Err), whether Evict ended it,
+	// and, for WithContext, the AfterFunc's stop and a channel closed when
+	// its call has returned.
+	err      error
+	evicted  bool
+	ctxStop  func() bool
+	ctxAfter chan struct{}
+
 	index  int  // position in b.watchers; guarded by b.mu
 	parked bool // on b.parked; guarded by b.pmu
 }
 
-// mustBeMade panics on a Watcher that Watch did not return.
+// mustBeMade panics on a Watcher that Watch did not return: every method of
+// a zero Watcher panics with this message.
 func (w *Watcher[T]) mustBeMade() *Broadcaster[T] {
 	if w.b == nil {
 		panic("broadcast: a Watcher must come from Watch or WatchWithPrefix")
@@ -76,7 +86,10 @@ func (w *Watcher[T]) mustBeMade() *Broadcaster[T] {
 }
 
 // Dropped returns how many values this watcher lost to its policy.
-func (w *Watcher[T]) Dropped() uint64 { return w.dropped.Load() }
+func (w *Watcher[T]) Dropped() uint64 {
+	w.mustBeMade()
+	return w.dropped.Load()
+}
 
 // drop counts a drop: the watcher's count first, then the total, as
 // Broadcaster.Dropped documents (events' Recorders rely on it).
@@ -186,6 +199,9 @@ func (w *Watcher[T]) attendLocked(s uint64, r *ring[T], ws *waitState) {
 			w.h.Store(s + 1)
 			w.drop()
 			return
+		case w.policy.kind == kindEvict:
+			w.evictLocked(s, r)
+			return
 		default:
 			// Drop, or a Block/BlockFor watcher whose wait expired or was
 			// given up: seq s is not queued for w.
@@ -198,6 +214,24 @@ func (w *Watcher[T]) attendLocked(s uint64, r *ring[T], ws *waitState) {
 	if R := uint64(len(r.buf)); s >= R && w.h.Load() <= s-R {
 		w.settleLocked(s, r)
 	}
+}
+
+// evictLocked ends w, full for seq s under Evict: s is dropped (counted),
+// w keeps what it holds, moved out of the ring into pend (its cursor goes
+// past every sequence number, so that it reads nothing more from the ring),
+// and ends as at Shutdown: its readers take what it holds, then its loops
+// end and its channel closes. The caller unregisters it. Called by the
+// committing publisher with b.mu and w.mu held.
+func (w *Watcher[T]) evictLocked(s uint64, r *ring[T]) {
+	w.drop()
+	w.settleLocked(s, r)
+	w.h.Store(math.MaxUint64)
+	w.evicted = true
+	if w.err == nil {
+		w.err = ErrEvicted
+	}
+	w.end()
+	w.b.unpark(w)
 }
 
 // discardOldestLocked removes w's oldest non-prefix value for DropOldest:
@@ -846,8 +880,21 @@ func (w *Watcher[T]) popPendLocked() (T, bool) {
 // returns nothing more is queued: C() is closed, keeping as many of the
 // queued values as its buffer holds ([ChannelBuffer]), and All() ends;
 // values not received otherwise are discarded, and not counted as dropped;
-// so after Shutdown, read a watcher before stopping it.
+// so after Shutdown, read a watcher before stopping it. Stop does not
+// change [Watcher.Err].
 func (w *Watcher[T]) Stop() {
+	w.stopWith(nil)
+	w.mu.Lock()
+	stop := w.ctxStop
+	w.mu.Unlock()
+	if stop != nil {
+		stop() // WithContext: nothing left to do when ctx ends
+	}
+}
+
+// stopWith is Stop; cause, if not nil, is why the watcher ended (its
+// WithContext ctx), unless something ended it before.
+func (w *Watcher[T]) stopWith(cause error) {
 	b := w.mustBeMade()
 	b.mu.Lock()
 	w.mu.Lock()
@@ -859,6 +906,9 @@ func (w *Watcher[T]) Stop() {
 			<-wait
 		}
 		return
+	}
+	if w.err == nil && !w.ended {
+		w.err = cause
 	}
 	w.stopped.Store(true)
 	b.unpark(w)
@@ -899,12 +949,44 @@ func (w *Watcher[T]) Stop() {
 	}
 }
 
-// end marks w ended by Shutdown. No publisher is active. A C() channel is
+// Err returns why the watcher ended: nil while it runs and after Stop;
+// [ErrClosed] after Shutdown; [ErrEvicted] once [Evict] ended it;
+// context.Cause(ctx) once the ctx of [WithContext] ended it. The first
+// cause that ends the watcher is the one Err keeps. After eviction and
+// Shutdown the values the watcher holds stay readable.
+func (w *Watcher[T]) Err() error {
+	w.mustBeMade()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// Len returns how many values are queued for the watcher and not yet
+// received, those in the channel of [Watcher.C] included (a value the
+// channel's sender is handing over may be counted twice for a moment).
+func (w *Watcher[T]) Len() int {
+	b := w.mustBeMade()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n := w.pend.len() + int(w.held.Load())
+	if h, t := w.h.Load(), b.seq(); h < t && !w.stopped.Load() {
+		n += int(t - h)
+	}
+	if w.ch != nil {
+		n += len(w.ch)
+	}
+	return n
+}
+
+// end marks w ended by Shutdown (or by Evict, see evictLocked). No publisher is active. A C() channel is
 // closed now if nothing is queued outside it; otherwise its forwarder
 // (started here if need be) closes it after handing everything over, and
 // end reports true: Shutdown has to wait for that. Called with b.mu and
 // w.mu held.
 func (w *Watcher[T]) end() bool {
+	if w.err == nil && !w.stopped.Load() {
+		w.err = ErrClosed
+	}
 	w.ended = true
 	w.closeDone()
 	if w.ch == nil || w.chClosed {
