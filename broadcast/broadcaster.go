@@ -3,6 +3,7 @@ package broadcast
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"runtime"
 	"sync"
@@ -13,6 +14,11 @@ import (
 // ErrClosed is returned by Publish, PublishContext, TryPublish, Watch and
 // WatchWithPrefix once [Broadcaster.Shutdown] has begun.
 var ErrClosed = errors.New("broadcast: broadcaster is shut down")
+
+// ErrOutOfRange is wrapped by the error of [Broadcaster.WatchFrom] when the
+// sequence number asked for is not kept: older than the oldest kept value,
+// or beyond the next one.
+var ErrOutOfRange = errors.New("broadcast: sequence number out of range")
 
 // ErrEvicted is what [Watcher.Err] returns once the [Evict] policy ended the
 // watcher.
@@ -133,6 +139,11 @@ func (b *Broadcaster[T]) ready() {
 		b.closedCh = make(chan struct{})
 		b.abort = make(chan struct{})
 		b.roomCh = make(chan struct{}, 1)
+		if b.cfg.history > 0 {
+			// Every publish writes the ring, watched or not.
+			b.ensureRing(0)
+			b.tailw.Or(slowBit)
+		}
 	})
 }
 
@@ -307,7 +318,7 @@ func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, erro
 		r.buf[s&r.mask] = v
 	}
 	bit := uint64(slowBit)
-	if b.nWatchers == 0 && !b.closed {
+	if b.nWatchers == 0 && !b.closed && b.cfg.history == 0 {
 		bit = 0 // the last watcher left while we waited (see remove)
 	}
 	b.tailw.Store((s+1)<<1 | bit)
@@ -470,6 +481,9 @@ func (b *Broadcaster[T]) ensureRing(n int) {
 	for want < uint64(n)+1 && want < maxRing {
 		want <<= 1
 	}
+	for want < uint64(b.cfg.history)+1 {
+		want <<= 1 // WithHistory: the last n values stay in the ring
+	}
 	old := b.ring.Load()
 	if old != nil && uint64(len(old.buf)) >= want {
 		return
@@ -491,7 +505,7 @@ func (b *Broadcaster[T]) ensureRing(n int) {
 // returns [ErrClosed] once Shutdown has begun. Watch never waits for
 // publishers or other watchers.
 func (b *Broadcaster[T]) Watch(opts ...Option) (*Watcher[T], error) {
-	return b.watch(nil, opts)
+	return b.watch(nil, nil, opts)
 }
 
 // WatchWithPrefix is [Broadcaster.Watch] whose watcher first receives the
@@ -500,10 +514,51 @@ func (b *Broadcaster[T]) Watch(opts ...Option) (*Watcher[T], error) {
 // length. Typical use: the current state, then every change after it, with
 // nothing missed or repeated in between.
 func (b *Broadcaster[T]) WatchWithPrefix(prefix []T, opts ...Option) (*Watcher[T], error) {
-	return b.watch(prefix, opts)
+	return b.watch(prefix, nil, opts)
 }
 
-func (b *Broadcaster[T]) watch(prefix []T, opts []Option) (*Watcher[T], error) {
+// WatchFrom is [Broadcaster.Watch] whose watcher first receives the kept
+// values (see [WithHistory]) numbered seq and later, then every later
+// value, with nothing missed or repeated between: replay and registration
+// are one atomic step, and the registration barrier holds for the live
+// part. WatchFrom(0) replays everything kept. Replayed values, like prefix
+// values, never count against the queue length and are never dropped or
+// evicted. A seq older than the oldest kept value, or greater than
+// Stats().Published+1, returns an error wrapping [ErrOutOfRange] and
+// registers nothing. Without history use Watch: a concurrent Publish can
+// make Published+1 too old.
+func (b *Broadcaster[T]) WatchFrom(seq uint64, opts ...Option) (*Watcher[T], error) {
+	return b.watch(nil, &seq, opts)
+}
+
+// replayLocked copies the kept values numbered from and later into w's
+// private queue as exempt values (as a prefix is), or returns an error
+// wrapping ErrOutOfRange. Called with b.mu held, so that no value is
+// committed between the replay and the registration.
+func (b *Broadcaster[T]) replayLocked(w *Watcher[T], from uint64) error {
+	last := b.seq()
+	oldest := last + 1
+	if n := uint64(b.cfg.history); n > 0 {
+		oldest = max(last, n) - n + 1 // the last n values, or all of them
+	}
+	if from == 0 {
+		from = oldest
+	}
+	if from < oldest || from > last+1 {
+		return fmt.Errorf("%w: %d (kept: %d to %d)", ErrOutOfRange, from, oldest, last)
+	}
+	r := b.ring.Load()
+	for q := from; q <= last; q++ {
+		w.pend.push(item[T]{seq: q, v: r.buf[(q-1)&r.mask]})
+	}
+	k := int64(last + 1 - from)
+	w.pendLen.Store(k)
+	w.prefixLeft.Store(k)
+	w.prefixLen = int(k)
+	return nil
+}
+
+func (b *Broadcaster[T]) watch(prefix []T, from *uint64, opts []Option) (*Watcher[T], error) {
 	b.ready()
 	cfg := b.cfg
 	cfg.apply(opts)
@@ -512,7 +567,11 @@ func (b *Broadcaster[T]) watch(prefix []T, opts []Option) (*Watcher[T], error) {
 	}
 	w := &Watcher[T]{b: b, queueLen: cfg.queueLen, policy: cfg.policy, prefixLen: len(prefix)}
 	if len(prefix) > 0 {
-		w.pend.init(prefix)
+		items := make([]item[T], len(prefix))
+		for i, v := range prefix {
+			items[i].v = v
+		}
+		w.pend.init(items)
 		w.pendLen.Store(int64(len(prefix)))
 		w.prefixLeft.Store(int64(len(prefix)))
 	}
@@ -520,6 +579,12 @@ func (b *Broadcaster[T]) watch(prefix []T, opts []Option) (*Watcher[T], error) {
 	if b.closed {
 		b.mu.Unlock()
 		return nil, ErrClosed
+	}
+	if from != nil {
+		if err := b.replayLocked(w, *from); err != nil {
+			b.mu.Unlock()
+			return nil, err
+		}
 	}
 	b.ensureRing(cfg.queueLen)
 	b.tailw.Or(slowBit) // from here Publish takes mu, so the seq is stable
@@ -553,7 +618,7 @@ func (b *Broadcaster[T]) remove(w *Watcher[T]) {
 		return
 	}
 	b.nWatchers--
-	if b.nWatchers == 0 && !b.closed && !b.busy {
+	if b.nWatchers == 0 && !b.closed && !b.busy && b.cfg.history == 0 {
 		// Publishes may count without the lock from here. Not while a
 		// publisher holds the turn: it read the sequence number before
 		// waiting, and its commit stores the tail from it, so nothing may

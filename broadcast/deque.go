@@ -15,6 +15,13 @@ func (d *deque[T]) init(vs []T) {
 	d.head, d.n = 0, len(vs)
 }
 
+// item is a value in a watcher's private queue with its sequence number
+// (0 for prefix values).
+type item[T any] struct {
+	seq uint64
+	v   T
+}
+
 func (d *deque[T]) len() int { return d.n }
 
 func (d *deque[T]) push(v T) {

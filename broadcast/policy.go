@@ -106,6 +106,7 @@ type config struct {
 	queueLen int
 	policy   Policy
 	ctx      context.Context // WithContext; Watch only
+	history  int             // WithHistory; New only
 	inNew    bool            // being applied by New
 }
 
@@ -173,4 +174,26 @@ func WithContext(ctx context.Context) Option {
 		panic("broadcast: WithContext: nil ctx")
 	}
 	return contextOption{ctx}
+}
+
+type historyOption int
+
+func (o historyOption) apply(c *config) {
+	if !c.inNew {
+		panic("broadcast: WithHistory is a New option; given to a Watch method")
+	}
+	c.history = int(o)
+}
+
+// WithHistory makes the broadcaster keep the last n published values, also
+// while no watcher exists, for [Broadcaster.WatchFrom]; the default is 0
+// (none). It is an option of [New] only: given to a Watch method it panics,
+// as does n < 0. The values live in the broadcaster's shared ring, which
+// then has at least n+1 slots: a kept value costs one slot of T (plus
+// rounding up to a power of two), and Publish still allocates nothing.
+func WithHistory(n int) Option {
+	if n < 0 {
+		panic(fmt.Sprintf("broadcast: WithHistory: n must not be negative, got %d", n))
+	}
+	return historyOption(n)
 }

@@ -36,8 +36,8 @@ type Watcher[T any] struct {
 	// held while blocking (sends under it never block: they are select with
 	// default, or into a channel known to have room).
 	mu         sync.Mutex
-	pend       deque[T] // values taken out of the ring (or the prefix), in order
-	ended      bool     // Shutdown: readers drain what is queued, then end
+	pend       deque[item[T]] // values taken out of the ring (or the prefix, or a replay), in order
+	ended      bool           // Shutdown: readers drain what is queued, then end
 	wake       chan struct{}
 	waiting    atomic.Int32  // goroutines waiting on wake, or about to (see awaitValue)
 	passes     atomic.Int32  // how many more the current wake-up token is to reach
@@ -163,7 +163,7 @@ func (w *Watcher[T]) claimToLocked(t uint64) uint64 {
 
 // clearPendLocked empties w's private queue.
 func (w *Watcher[T]) clearPendLocked() {
-	w.pend = deque[T]{}
+	w.pend = deque[item[T]]{}
 	w.pendLen.Store(0)
 	w.prefixLeft.Store(0)
 }
@@ -174,7 +174,7 @@ func (w *Watcher[T]) settleLocked(s uint64, r *ring[T]) {
 	// All loops claim values with a CAS on h without w.mu: move h first,
 	// then copy what we took.
 	for h := w.claimToLocked(s); h < s; h++ {
-		w.pend.push(r.buf[h&r.mask])
+		w.pend.push(item[T]{seq: h + 1, v: r.buf[h&r.mask]})
 	}
 	w.pendLen.Store(int64(w.pend.len()))
 }
@@ -347,7 +347,7 @@ func (w *Watcher[T]) C() <-chan T {
 		// queued (values All loops hold included), and is closed.
 		w.ch = make(chan T, w.pend.len()+w.queuedLocked(b.seq()))
 		for w.pend.len() > 0 {
-			w.ch <- w.pend.pop()
+			w.ch <- w.pend.pop().v
 		}
 		t, r := b.seq(), b.ring.Load()
 		for h := w.claimToLocked(t); h < t; h++ {
@@ -580,7 +580,7 @@ func (w *Watcher[T]) fillLocked(claim bool) (v T, full, moved bool) {
 			if !prefix {
 				w.npClaimed.Add(1)
 			}
-			v = w.pend.pop()
+			v = w.pend.pop().v
 			if prefix {
 				w.prefixLeft.Add(-1)
 			}
@@ -778,6 +778,25 @@ func isClosed(c <-chan struct{}) bool {
 func (w *Watcher[T]) All() iter.Seq[T] {
 	w.mustBeMade()
 	return func(yield func(T) bool) {
+		w.read(func(_ uint64, v T) bool { return yield(v) })
+	}
+}
+
+// Seq returns the same stream as [Watcher.All], each value with its
+// sequence number: the n-th value the broadcaster accepted has number n,
+// prefix values have 0. When a watcher receives s1 and then s2, it lost
+// exactly s2-s1-1 values in between (see [Watcher.Dropped]); a reader that
+// resumes with [Broadcaster.WatchFrom](last+1) misses nothing still kept.
+// A channel carries no numbers: once [Watcher.C] has been called, Seq reads
+// the channel, as All does, and yields 0 for each value.
+func (w *Watcher[T]) Seq() iter.Seq2[uint64, T] {
+	w.mustBeMade()
+	return func(yield func(uint64, T) bool) { w.read(yield) }
+}
+
+// read is All and Seq: it yields w's values with their sequence numbers.
+func (w *Watcher[T]) read(yield func(uint64, T) bool) {
+	{
 		b := w.b
 		var batch []T
 		spins := 0
@@ -790,20 +809,20 @@ func (w *Watcher[T]) All() iter.Seq[T] {
 			if ch := w.ch; ch != nil {
 				w.mu.Unlock()
 				for v := range ch {
-					if w.stopped.Load() || !yield(v) {
+					if w.stopped.Load() || !yield(0, v) {
 						return
 					}
 				}
 				return
 			}
-			if v, ok := w.popPendLocked(); ok {
+			if it, ok := w.popPendLocked(); ok {
 				w.mu.Unlock()
 				spins = 0
 				// Taking a value from pend makes room as taking one from
 				// the ring does: a publisher may be waiting for it (a
 				// Block watcher whose queue was set aside in pend).
 				w.signalRoomIfWanted()
-				if !yield(v) {
+				if !yield(it.seq, it.v) {
 					return
 				}
 				continue
@@ -832,7 +851,7 @@ func (w *Watcher[T]) All() iter.Seq[T] {
 						break
 					}
 					w.signalRoomIfWanted()
-					if !yield(v) {
+					if !yield(h+uint64(i)+1, v) {
 						clear(batch)
 						return
 					}
@@ -860,10 +879,9 @@ const batchSize = 64
 
 // popPendLocked takes w's next value from pend (the prefix, or values
 // copied out of the ring when w fell behind), which come before the ring.
-func (w *Watcher[T]) popPendLocked() (T, bool) {
+func (w *Watcher[T]) popPendLocked() (item[T], bool) {
 	if w.pend.len() == 0 {
-		var zero T
-		return zero, false
+		return item[T]{}, false
 	}
 	v := w.pend.pop()
 	// prefixLeft first: attnSeq reads pendLen first (see there).
