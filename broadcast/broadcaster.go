@@ -534,7 +534,9 @@ func (b *Broadcaster[T]) WatchFrom(seq uint64, opts ...Option) (*Watcher[T], err
 // replayLocked copies the kept values numbered from and later into w's
 // private queue as exempt values (as a prefix is), or returns an error
 // wrapping ErrOutOfRange. Called with b.mu held, so that no value is
-// committed between the replay and the registration.
+// committed between the replay and the registration. The copy is the price
+// of this core: publishers wait for it (BenchmarkWatchFrom, 1000 values:
+// docs/bench-results.md).
 func (b *Broadcaster[T]) replayLocked(w *Watcher[T], from uint64) error {
 	last := b.seq()
 	oldest := last + 1
@@ -548,9 +550,11 @@ func (b *Broadcaster[T]) replayLocked(w *Watcher[T], from uint64) error {
 		return fmt.Errorf("%w: %d (kept: %d to %d)", ErrOutOfRange, from, oldest, last)
 	}
 	r := b.ring.Load()
+	items := make([]item[T], 0, last+1-from)
 	for q := from; q <= last; q++ {
-		w.pend.push(item[T]{seq: q, v: r.buf[(q-1)&r.mask]})
+		items = append(items, item[T]{seq: q, v: r.buf[(q-1)&r.mask]})
 	}
+	w.pend.adopt(items)
 	k := int64(last + 1 - from)
 	w.pendLen.Store(k)
 	w.prefixLeft.Store(k)

@@ -15,6 +15,15 @@ func (d *deque[T]) init(vs []T) {
 	d.head, d.n = 0, len(vs)
 }
 
+// adopt makes vs, full, the deque's buffer.
+func (d *deque[T]) adopt(vs []T) {
+	if cap(vs) < 4 {
+		d.init(vs)
+		return
+	}
+	d.buf, d.head, d.n = vs[:cap(vs)], 0, len(vs)
+}
+
 // item is a value in a watcher's private queue with its sequence number
 // (0 for prefix values).
 type item[T any] struct {
