@@ -359,6 +359,8 @@ How each workload is measured (bench/*_test.go):
 8. The same stream through ` + "`Recorder.Event`" + ` (even events) and ` + "`Eventf(\"%s\", message)`" + ` (odd ones), one recorder per source, → broadcaster → sink writer with its correlator → a no-op sink, in batches of 500 events followed by a sentinel event the recorder waits for (both recorders drop when their queue of 1000 is full; this keeps both lossless); a fresh pipeline every 10 000 events, set up untimed after a ` + "`runtime.GC()`" + `, on both sides. herald's broadcaster logs to a discarding slog handler. The floor row is the same harness without a correlator: each event is allocated (the sink's own copy, guarantee 6) with its timestamps, formatted by Eventf's Sprintf, published through herald's broadcast ring and handed to the sink; no names, no counters. herald's pipeline can go below it, because events the spam filter skips never reach the sink and their memory is reused.
 
 Raw output (benchstat-compatible) is in bench/out/raw.txt after a run.
+
+Resume, history and eviction (herald only; Kubernetes' watch.Broadcaster has none of them) are measured in the broadcast package itself: see [bench-resume.md](bench-resume.md).
 `)
 	return b.String()
 }
