@@ -213,6 +213,7 @@ func ExampleWithContext() {
 	defer b.Shutdown(context.Background())
 
 	ctx, cancel := context.WithCancelCause(context.Background()) // a request's context
+	defer cancel(nil)
 	w, _ := b.Watch(broadcast.WithContext(ctx))
 	b.Publish("hello")
 	b.Publish("world")
