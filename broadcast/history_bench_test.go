@@ -81,7 +81,7 @@ func BenchmarkEvictedCatchUp(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	for range b.N / (kept - int(last)) + 1 {
+	for range b.N/(kept-int(last)) + 1 {
 		r, err := br.WatchFrom(last + 1)
 		if err != nil {
 			b.Fatal(err)
