@@ -60,8 +60,8 @@ func (d *deque[T]) pop() T {
 
 // removeAt removes the i-th value (0 is the front), shifting the shorter
 // side: O(min(i, len-i)), so dropping the oldest value (i = 0, or just past
-// a short prefix) is O(1) however long the deque (TestPendingDropOldestFullCost
-// measured 52 us per Publish at a queue of 10 000 when it shifted the rest).
+// a short prefix) is O(1) however long the deque (BenchmarkDropOldestFull;
+// docs/design.md has the figures).
 func (d *deque[T]) removeAt(i int) {
 	var zero T
 	n := len(d.buf)

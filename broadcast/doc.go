@@ -44,6 +44,21 @@
 // publisher or another watcher down; a full Block watcher makes every
 // publisher wait, since every value must reach it in order.
 //
+// # Resume
+//
+// Every accepted value has a sequence number: the n-th has n, and
+// [Stats].Published is the last one. [Watcher.Seq] yields each value with
+// its number, so a reader sees where it lost values (s2-s1-1 of them
+// between s1 and s2). With [WithHistory](n) the broadcaster keeps the last n
+// values, also while nobody watches, and [Broadcaster.WatchFrom](seq)
+// replays the kept values from seq and goes on live, as one atomic step:
+// nothing is missed or repeated between (Server-Sent Events' Last-Event-ID,
+// a watch's resourceVersion). Replayed values, like prefix values, never
+// count against the queue length and are never dropped or evicted. A seq
+// no longer kept, or beyond the next one, is an error wrapping
+// [ErrOutOfRange]. examples/sse serves a stream to HTTP clients that resume
+// this way.
+//
 // # Ending a watcher
 //
 // A watcher ends by [Watcher.Stop], by [Broadcaster.Shutdown], by [Evict],

@@ -469,7 +469,7 @@ func (w *Watcher[T]) forward() {
 				// The reader's first receive completed that send; let it
 				// take more before refilling, or every receive would wake
 				// us for one value (a hand-over per value instead of per
-				// batch: 2.5x slower at 100 watchers, BenchmarkFanout/read=C).
+				// batch; docs/design.md has the figures).
 				runtime.Gosched()
 			}
 			continue
@@ -953,7 +953,7 @@ func (w *Watcher[T]) stopWith(cause error) {
 	// Unregistered only now: removing the last watcher lets publishes
 	// count without the lock and without writing the ring, so the fill
 	// above, which reads the ring up to the tail, must come first, or it
-	// could take slots never written in this lap (found by a review).
+	// could take slots never written in this lap.
 	if w.index >= 0 {
 		b.remove(w)
 	}
