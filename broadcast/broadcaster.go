@@ -728,7 +728,6 @@ func (b *Broadcaster[T]) Shutdown(ctx context.Context) error {
 	return err
 }
 
-
 // waitDone waits for done, or for ctx; done first if both are.
 func waitDone(ctx context.Context, done <-chan struct{}) error {
 	select {
