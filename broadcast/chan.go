@@ -53,20 +53,7 @@ func (w *Watcher[T]) C() <-chan T {
 		return w.ch
 	}
 	if w.ended {
-		// After Shutdown no goroutine may start: the channel holds what is
-		// queued (values All loops hold included), and is closed.
-		w.ch = make(chan T, w.pend.len()+w.queuedLocked(b.seq()))
-		for w.pend.len() > 0 {
-			w.ch <- w.pend.pop().v
-		}
-		t, r := b.seq(), b.ring.Load()
-		for h := w.claimToLocked(t); h < t; h++ {
-			w.ch <- r.buf[h&r.mask]
-		}
-		w.clearPendLocked()
-		close(w.ch)
-		w.chClosed = true
-		w.chp.Store(&w.ch)
+		w.closedChanLocked()
 		return w.ch
 	}
 	w.ch = make(chan T, min(ChannelBuffer, w.queueLen+w.prefixLen))
@@ -113,25 +100,13 @@ func (w *Watcher[T]) startForwarderLocked() {
 // is stopped, or, after Shutdown ended w, once it has handed everything
 // over (or dropped it, counted, when Shutdown's ctx ends), closing ch.
 func (w *Watcher[T]) forward() {
-	b := w.b
-	defer b.fwd.Done()
+	defer w.b.fwd.Done()
 	spins := 0
-	var poll *time.Timer
-	pollWait := minPrefixPoll
+	var poll prefixPoll
+	defer poll.stop()
 	for {
 		w.mu.Lock()
-		if w.stopped.Load() {
-			if !w.directSending {
-				// Else the publisher blocked in sendDirect closes ch
-				// when its send resolves (Stop handed it the close).
-				w.closeChLocked()
-			}
-			w.mu.Unlock()
-			return
-		}
-		if w.ended && isClosed(b.abort) {
-			w.dropQueuedLocked()
-			w.closeChLocked()
+		if w.exitLocked() {
 			w.mu.Unlock()
 			return
 		}
@@ -141,32 +116,7 @@ func (w *Watcher[T]) forward() {
 			w.signalRoomIfWanted()
 		}
 		if full {
-			// v is claimed and counted as held.
-			ch, stop := w.ch, w.stopCh
-			w.mu.Unlock()
-			if testHookHeld != nil {
-				testHookHeld()
-			}
-			sent, aborted := false, false
-			select {
-			case ch <- v:
-				sent = true
-				// Counted in the channel now (or received); clear held
-				// before taking w.mu, which a DropOldest publisher may
-				// hold while it waits for this send (discardOldestLocked).
-				w.held.Store(0)
-			case <-stop:
-			case <-b.abort:
-				aborted = true
-			}
-			w.mu.Lock()
-			w.held.Store(0)
-			if aborted && !w.stopped.Load() {
-				w.drop()
-			}
-			w.sendResolvedLocked()
-			w.mu.Unlock()
-			if sent {
+			if w.sendHeld(v) { // releases w.mu
 				spins = 0
 				w.signalRoomIfWanted()
 				// The reader's first receive completed that send; let it
@@ -183,21 +133,10 @@ func (w *Watcher[T]) forward() {
 			// watchers with an unread prefix in C() do this.
 			stop, done := w.stopCh, w.done
 			w.mu.Unlock()
-			if poll == nil {
-				poll = time.NewTimer(pollWait)
-				defer poll.Stop()
-			} else {
-				poll.Reset(pollWait)
-			}
-			select {
-			case <-poll.C:
-			case <-stop:
-			case <-done:
-			}
-			pollWait = min(2*pollWait, maxPrefixPoll)
+			poll.wait(stop, done)
 			continue
 		}
-		pollWait = minPrefixPoll
+		poll.reset()
 		if w.ended {
 			w.closeChLocked()
 			w.mu.Unlock()
@@ -206,6 +145,91 @@ func (w *Watcher[T]) forward() {
 		wake, done := w.wake, w.done
 		w.mu.Unlock()
 		w.awaitValue(wake, done, &spins)
+	}
+}
+
+// exitLocked reports whether the forwarder must exit, closing ch if it is
+// its to close: w is stopped, or Shutdown's ctx ended (then what is still
+// queued outside the channel is dropped, counted). Called with w.mu held.
+func (w *Watcher[T]) exitLocked() bool {
+	if w.stopped.Load() {
+		if !w.directSending {
+			// Else the publisher blocked in sendDirect closes ch when its
+			// send resolves (Stop handed it the close).
+			w.closeChLocked()
+		}
+		return true
+	}
+	if w.ended && isClosed(w.b.abort) {
+		w.dropQueuedLocked()
+		w.closeChLocked()
+		return true
+	}
+	return false
+}
+
+// sendHeld sends v, claimed and counted as held, blocking outside every
+// lock until the reader takes it, Stop, or Shutdown's deadline (then v is
+// dropped, counted). Called with w.mu held; returns with it released, and
+// whether v was sent.
+func (w *Watcher[T]) sendHeld(v T) bool {
+	b := w.b
+	ch, stop := w.ch, w.stopCh
+	w.mu.Unlock()
+	if testHookHeld != nil {
+		testHookHeld()
+	}
+	sent, aborted := false, false
+	select {
+	case ch <- v:
+		sent = true
+		// Counted in the channel now (or received); clear held before
+		// taking w.mu, which a DropOldest publisher may hold while it waits
+		// for this send (discardOldestLocked).
+		w.held.Store(0)
+	case <-stop:
+	case <-b.abort:
+		aborted = true
+	}
+	w.mu.Lock()
+	w.held.Store(0)
+	if aborted && !w.stopped.Load() {
+		w.drop()
+	}
+	w.sendResolvedLocked()
+	w.mu.Unlock()
+	return sent
+}
+
+// prefixPoll is the forwarder's wait for a reader to take the prefix
+// (prefixGateLocked): from minPrefixPoll, doubling up to maxPrefixPoll.
+type prefixPoll struct {
+	timer *time.Timer
+	next  time.Duration
+}
+
+func (p *prefixPoll) wait(stop, done <-chan struct{}) {
+	if p.next == 0 {
+		p.next = minPrefixPoll
+	}
+	if p.timer == nil {
+		p.timer = time.NewTimer(p.next)
+	} else {
+		p.timer.Reset(p.next)
+	}
+	select {
+	case <-p.timer.C:
+	case <-stop:
+	case <-done:
+	}
+	p.next = min(2*p.next, maxPrefixPoll)
+}
+
+func (p *prefixPoll) reset() { p.next = minPrefixPoll }
+
+func (p *prefixPoll) stop() {
+	if p.timer != nil {
+		p.timer.Stop()
 	}
 }
 
@@ -246,31 +270,9 @@ func (w *Watcher[T]) fillLocked(claim bool) (v T, full, moved bool) {
 			r := b.ring.Load()
 			if room := uint64(cap(w.ch) - len(w.ch)); room > 1 {
 				// Room for several: claim a batch with one CAS and send it.
-				// Only we send to ch (under w.mu) and the reader only takes,
-				// so every send succeeds.
-				// The batch is read from the ring after the CAS, so pin its
-				// first slot: a publisher about to overwrite it must attend
-				// to w, which takes w.mu and so waits for this batch (a
-				// batch read unpinned got values a lap newer: the soak).
-				n := min(room, t-h)
-				w.pinned.Store(h + 1)
-				w.held.Store(int32(n))
-				w.npClaimed.Add(n)
-				if !w.h.CompareAndSwap(h, h+n) {
-					w.npClaimed.Add(^(n - 1))
-					w.held.Store(0)
-					w.pinned.Store(0)
-					continue
+				if w.sendBatchLocked(r, h, min(room, t-h)) {
+					moved = true
 				}
-				if testHookBatch != nil {
-					testHookBatch(h, n)
-				}
-				for i := range n {
-					w.ch <- r.buf[(h+i)&r.mask]
-				}
-				w.held.Store(0)
-				w.pinned.Store(0)
-				moved = true
 				continue
 			}
 			v = r.buf[h&r.mask]
@@ -291,6 +293,35 @@ func (w *Watcher[T]) fillLocked(claim bool) (v T, full, moved bool) {
 			return v, true, moved
 		}
 	}
+}
+
+// sendBatchLocked claims the n ring values from h with one CAS and sends
+// them into ch, which has room for them: only the forwarder sends to ch
+// (under w.mu) and the reader only takes, so every send succeeds. It
+// reports false if the CAS failed (another reader moved h). The batch is
+// read from the ring after the CAS, so its first slot is pinned first: a
+// publisher about to overwrite it must attend to w, which takes w.mu and
+// so waits for this batch (an unpinned batch got values a lap newer).
+// Called by the forwarder with w.mu held.
+func (w *Watcher[T]) sendBatchLocked(r *ring[T], h, n uint64) bool {
+	w.pinned.Store(h + 1)
+	w.held.Store(int32(n))
+	w.npClaimed.Add(n)
+	if !w.h.CompareAndSwap(h, h+n) {
+		w.npClaimed.Add(^(n - 1))
+		w.held.Store(0)
+		w.pinned.Store(0)
+		return false
+	}
+	if testHookBatch != nil {
+		testHookBatch(h, n)
+	}
+	for i := range n {
+		w.ch <- r.buf[(h+i)&r.mask]
+	}
+	w.held.Store(0)
+	w.pinned.Store(0)
+	return true
 }
 
 // directLocked reports whether w, full for seq s, holds its whole queue in
@@ -351,4 +382,23 @@ func (w *Watcher[T]) closeChLocked() {
 		close(w.ch)
 		w.chClosed = true
 	}
+}
+
+// closedChanLocked makes C()'s channel after Shutdown, when no goroutine
+// may start: the channel holds what is queued (values All loops hold
+// included), and is closed. Called with b.mu and w.mu held.
+func (w *Watcher[T]) closedChanLocked() {
+	b := w.b
+	w.ch = make(chan T, w.pend.len()+w.queuedLocked(b.seq()))
+	for w.pend.len() > 0 {
+		w.ch <- w.pend.pop().v
+	}
+	t, r := b.seq(), b.ring.Load()
+	for h := w.claimToLocked(t); h < t; h++ {
+		w.ch <- r.buf[h&r.mask]
+	}
+	w.clearPendLocked()
+	close(w.ch)
+	w.chClosed = true
+	w.chp.Store(&w.ch)
 }

@@ -2,6 +2,7 @@ package broadcast
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"time"
 )
@@ -73,35 +74,11 @@ func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, erro
 		// first waits for its turn behind another one.
 		w8.start = time.Now()
 	}
-	b.mu.Lock()
-	// Take the turn: only one publisher waits at a time, so the order of
-	// commits is the order every watcher sees.
-	for b.busy {
-		if b.closed {
-			b.mu.Unlock()
-			return false, ErrClosed
+	if err := b.lockTurn(ctx, try); err != nil {
+		if err == errWouldWait {
+			err = nil
 		}
-		if try {
-			b.mu.Unlock()
-			return false, nil
-		}
-		if b.turn == nil {
-			b.turn = make(chan struct{})
-		}
-		t := b.turn
-		b.mu.Unlock()
-		select {
-		case <-t:
-		case <-ctx.Done():
-			return false, ctx.Err()
-		case <-b.closedCh:
-			return false, ErrClosed
-		}
-		b.mu.Lock()
-	}
-	if b.closed {
-		b.mu.Unlock()
-		return false, ErrClosed
+		return false, err
 	}
 	if b.tailw.Load()&slowBit == 0 {
 		// The last watcher left meanwhile.
@@ -111,23 +88,72 @@ func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, erro
 		}
 		return b.publish(ctx, v, try)
 	}
-
 	s := b.seq()
-	var (
-		result error
-		spins  int
-	)
 	if !w8.start.IsZero() {
 		w8.now = time.Now()
 	}
+	ok, result := b.waitForRoom(ctx, v, s, try, &w8)
+	if !ok {
+		return false, nil // TryPublish would have waited; mu is released
+	}
+	b.commit(s, v, &w8)
+	b.mu.Unlock()
+	w8.stop()
+	b.wakeParked()
+	return true, result
+}
 
-	// Phase 1, before the commit: a full Block watcher gets nothing until
-	// it has room, so v stays invisible while we wait.
-	for {
-		full, deadline := b.fullBlockers(s, &w8)
+// errWouldWait is lockTurn's answer to TryPublish when it would wait.
+var errWouldWait = errors.New("broadcast: would wait")
+
+// lockTurn locks b.mu once no other publisher holds the turn: only one
+// publisher waits at a time, so the order of commits is the order every
+// watcher sees. It returns with b.mu held, or with an error (ErrClosed,
+// ctx.Err(), or errWouldWait for TryPublish) and b.mu released.
+func (b *Broadcaster[T]) lockTurn(ctx context.Context, try bool) error {
+	b.mu.Lock()
+	for b.busy {
+		if b.closed {
+			b.mu.Unlock()
+			return ErrClosed
+		}
+		if try {
+			b.mu.Unlock()
+			return errWouldWait
+		}
+		if b.turn == nil {
+			b.turn = make(chan struct{})
+		}
+		t := b.turn
+		b.mu.Unlock()
+		select {
+		case <-t:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-b.closedCh:
+			return ErrClosed
+		}
+		b.mu.Lock()
+	}
+	if b.closed {
+		b.mu.Unlock()
+		return ErrClosed
+	}
+	return nil
+}
+
+// waitForRoom is phase 1, before the commit of v as seq s: a full Block
+// watcher gets nothing until it has room, so v stays invisible while the
+// publisher waits (holding the turn: busy). Called and returning with b.mu
+// held, except for TryPublish when it would wait: then it returns false
+// with b.mu released. result is the error that cut a wait short (ctx, or
+// Shutdown's deadline); the commit then drops v where there is no room.
+func (b *Broadcaster[T]) waitForRoom(ctx context.Context, v T, s uint64, try bool, w8 *waitState) (ok bool, result error) {
+	for spins := 0; ; {
+		full, deadline := b.fullBlockers(s, w8)
 		direct := b.direct
 		if !full && len(direct) == 0 {
-			break
+			return true, result
 		}
 		if try {
 			clear(direct)
@@ -160,7 +186,7 @@ func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, erro
 		// hand v to each directly, which waits for its reader (see
 		// sendDirect). b.direct is ours while busy.
 		for _, w := range direct {
-			if err := w.sendDirect(ctx, v, s, &w8); err != nil && result == nil {
+			if err := w.sendDirect(ctx, v, s, w8); err != nil && result == nil {
 				result = err
 			}
 		}
@@ -168,10 +194,14 @@ func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, erro
 		b.mu.Lock()
 		b.direct = direct[:0]
 	}
+}
 
-	// Phase 2, the commit.
+// commit is phase 2: v becomes seq s. Watchers at or past their attention
+// bound are visited first; the tail store publishes the slot (readers load
+// the tail before they read slots up to it). Called with b.mu held.
+func (b *Broadcaster[T]) commit(s uint64, v T, w8 *waitState) {
 	if s >= b.attn {
-		b.attend(s, &w8)
+		b.attend(s, w8)
 	}
 	if r := b.ring.Load(); r != nil {
 		r.buf[s&r.mask] = v
@@ -188,10 +218,6 @@ func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, erro
 			b.turn = nil
 		}
 	}
-	b.mu.Unlock()
-	w8.stop()
-	b.wakeParked()
-	return true, result
 }
 
 // waitState is a publisher's view of its own waiting: when it started (for

@@ -31,82 +31,100 @@ func (w *Watcher[T]) Seq() iter.Seq2[uint64, T] {
 
 // read is All and Seq: it yields w's values with their sequence numbers.
 func (w *Watcher[T]) read(yield func(uint64, T) bool) {
-	{
-		b := w.b
-		var batch []T
-		spins := 0
-		for {
-			w.mu.Lock()
-			if w.stopped.Load() {
-				w.mu.Unlock()
-				return
-			}
-			if ch := w.ch; ch != nil {
-				w.mu.Unlock()
-				for v := range ch {
-					if w.stopped.Load() || !yield(0, v) {
-						return
-					}
-				}
-				return
-			}
-			if it, ok := w.popPendLocked(); ok {
-				w.mu.Unlock()
-				spins = 0
-				// Taking a value from pend makes room as taking one from
-				// the ring does: a publisher may be waiting for it (a
-				// Block watcher whose queue was set aside in pend).
-				w.signalRoomIfWanted()
-				if !yield(it.seq, it.v) {
-					return
-				}
-				continue
-			}
-			if h, t := w.h.Load(), b.seq(); h < t {
-				// Copy a batch out of the ring under the lock (publishers
-				// change the ring segment only under it), then claim each
-				// value by moving h past it with a CAS just before yielding
-				// it: until then it stays queued, visible to every other
-				// reader and to publishers. A failed CAS means someone else
-				// moved h (another reader, a publisher applying a policy, C),
-				// so the rest of the batch is stale: start over.
-				if batch == nil {
-					batch = make([]T, 0, batchSize)
-				}
-				r := b.ring.Load()
-				n := min(t-h, batchSize)
-				batch = batch[:0]
-				for i := range n {
-					batch = append(batch, r.buf[(h+i)&r.mask])
-				}
-				w.mu.Unlock()
-				spins = 0
-				for i, v := range batch {
-					if w.stopped.Load() || !w.h.CompareAndSwap(h+uint64(i), h+uint64(i)+1) {
-						break
-					}
-					w.signalRoomIfWanted()
-					if !yield(h+uint64(i)+1, v) {
-						clear(batch)
-						return
-					}
-				}
-				clear(batch)
-				continue
-			}
-			if w.ended {
-				w.mu.Unlock()
-				return
-			}
-			if w.wake == nil {
-				w.wake = make(chan struct{}, 1)
-				w.done = make(chan struct{})
-			}
-			wake, done := w.wake, w.done
+	b := w.b
+	var batch []T
+	defer func() { clear(batch) }()
+	spins := 0
+	for {
+		w.mu.Lock()
+		if w.stopped.Load() {
 			w.mu.Unlock()
-			w.awaitValue(wake, done, &spins)
+			return
+		}
+		if ch := w.ch; ch != nil {
+			w.mu.Unlock()
+			w.readChan(ch, yield)
+			return
+		}
+		if it, ok := w.popPendLocked(); ok {
+			w.mu.Unlock()
+			spins = 0
+			// Taking a value from pend makes room as taking one from the
+			// ring does: a publisher may be waiting for it (a Block
+			// watcher whose queue was set aside in pend).
+			w.signalRoomIfWanted()
+			if !yield(it.seq, it.v) {
+				return
+			}
+			continue
+		}
+		if h, t := w.h.Load(), b.seq(); h < t {
+			if batch == nil {
+				batch = make([]T, 0, batchSize)
+			}
+			batch = w.copyBatchLocked(batch, h, t) // releases w.mu
+			spins = 0
+			if !w.claimBatch(batch, h, yield) {
+				return
+			}
+			continue
+		}
+		if w.ended {
+			w.mu.Unlock()
+			return
+		}
+		if w.wake == nil {
+			w.wake = make(chan struct{}, 1)
+			w.done = make(chan struct{})
+		}
+		wake, done := w.wake, w.done
+		w.mu.Unlock()
+		w.awaitValue(wake, done, &spins)
+	}
+}
+
+// readChan yields the values of w's channel, for All and Seq after C().
+func (w *Watcher[T]) readChan(ch <-chan T, yield func(uint64, T) bool) {
+	for v := range ch {
+		if w.stopped.Load() || !yield(0, v) {
+			return
 		}
 	}
+}
+
+// copyBatchLocked copies up to batchSize values of w's ring segment [h, t)
+// into batch, under w.mu (publishers change the segment only under it),
+// and releases w.mu.
+func (w *Watcher[T]) copyBatchLocked(batch []T, h, t uint64) []T {
+	r := w.b.ring.Load()
+	n := min(t-h, batchSize)
+	batch = batch[:0]
+	for i := range n {
+		batch = append(batch, r.buf[(h+i)&r.mask])
+	}
+	w.mu.Unlock()
+	return batch
+}
+
+// claimBatch yields the values of batch, copied from the ring at h, each
+// claimed just before it is yielded by moving w.h past it with a CAS: until
+// then it stays queued, visible to every other reader and to publishers. A
+// failed CAS means someone else moved h (another reader, a publisher
+// applying a policy, C), so the rest of the batch is stale: the caller
+// starts over. It reports false when yield did.
+func (w *Watcher[T]) claimBatch(batch []T, h uint64, yield func(uint64, T) bool) bool {
+	defer clear(batch)
+	for i, v := range batch {
+		q := h + uint64(i)
+		if w.stopped.Load() || !w.h.CompareAndSwap(q, q+1) {
+			return true
+		}
+		w.signalRoomIfWanted()
+		if !yield(q+1, v) {
+			return false
+		}
+	}
+	return true
 }
 
 // batchSize is how many values an All loop takes from the watcher per lock.
