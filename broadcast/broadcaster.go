@@ -61,14 +61,31 @@ type Stats struct {
 // use. Its only goroutines are the forwarders of watchers read through
 // [Watcher.C], one each.
 type Broadcaster[T any] struct {
-	initOnce sync.Once // ready
+	// Set once, by New or by the first use of a zero Broadcaster (ready);
+	// read without locks after that.
+	initOnce sync.Once
 	cfg      config
+	closedCh chan struct{} // closed when Shutdown begins: wakes turn waiters
+	abort    chan struct{} // closed when Shutdown's ctx ends: waits give up
+	roomCh   chan struct{} // cap 1: a waiting publisher should re-check
 
-	// mu guards the fields below it and serializes commits: the write of a
-	// value into the ring, the tail increment and the decisions for full
-	// watchers happen under mu, so every watcher sees one order. mu is never
-	// held while waiting: a publisher that has to wait for a Block watcher
-	// marks the broadcaster busy, unlocks, waits, and relocks.
+	// Atomics, read without locks. tailw packs the next sequence number
+	// (tailw >> 1, also the count of values published) with slowBit, set
+	// while watchers exist, Shutdown began or history is kept. With the
+	// bit clear, Publish has nobody to deliver to and only moves the
+	// sequence, with one CAS and no lock (docs/design.md says what it
+	// saves). tailw, ring and nBlockFor are written under mu (an idle
+	// publish excepted: its CAS fails once the bit is set).
+	tailw     atomic.Uint64
+	ring      atomic.Pointer[ring[T]] // nil until the first watcher
+	dropped   atomic.Uint64
+	nBlockFor atomic.Int32 // registered BlockFor watchers
+
+	// mu guards these and serializes commits: the write of a value into
+	// the ring, the tail increment and the decisions for full watchers
+	// happen under mu, so every watcher sees one order. mu is never held
+	// while waiting: a publisher that has to wait for a Block watcher marks
+	// the broadcaster busy, unlocks, waits, and relocks.
 	mu        sync.Mutex
 	closed    bool          // Shutdown began
 	busy      bool          // a publisher is waiting; others queue on turn
@@ -79,34 +96,20 @@ type Broadcaster[T any] struct {
 	nWatchers int
 	shutting  bool
 	shutDone  chan struct{} // closed when the first Shutdown has finished
+	abortOnce sync.Once     // closes abort
 
-	closedCh  chan struct{} // closed when Shutdown begins: wakes turn waiters
-	abort     chan struct{} // closed when Shutdown's ctx ends: waits give up
-	abortOnce sync.Once
-	roomCh    chan struct{} // cap 1: a waiting publisher should re-check
+	// fwd counts the forwarding goroutines of C() channels (chan.go);
+	// Shutdown waits for them.
+	fwd sync.WaitGroup
 
-	// fwd counts the forwarding goroutines of C() channels (see forward in
-	// watcher.go); Shutdown waits for them. noSpawn, guarded by pmu, is set
-	// by Shutdown once it has taken charge of every watcher's forwarder.
-	fwd     sync.WaitGroup
-	noSpawn bool
-
-	nBlockFor atomic.Int32 // registered BlockFor watchers
-	// tailw packs the next sequence number (tailw >> 1, also the count of
-	// values published) with a bit that is set while watchers exist or
-	// Shutdown began. With the bit clear, Publish has nobody to deliver to
-	// and only moves the sequence, with one CAS and no lock (see
-	// docs/design.md for what it saves). Set and cleared under mu;
-	// while it is set, only a publisher holding mu changes tailw.
-	tailw   atomic.Uint64
-	ring    atomic.Pointer[ring[T]] // nil until the first watcher
-	dropped atomic.Uint64
-
-	// pmu guards parked: ring watchers whose reader is waiting for a value.
-	// Publishers wake only those, and only when nParked says there are any.
+	// pmu guards these: the watchers whose reader is waiting for a value
+	// (publishers wake only those, and only when nParked, written under
+	// pmu, says there are any), and noSpawn, set by Shutdown once it has
+	// taken charge of every watcher's forwarder.
 	pmu     sync.Mutex
 	parked  []*Watcher[T]
 	nParked atomic.Int32
+	noSpawn bool
 }
 
 type ring[T any] struct {

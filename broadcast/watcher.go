@@ -48,19 +48,23 @@ func unlink[T any](list *[]*Watcher[T], w *Watcher[T]) bool {
 // last reference to a watcher is not Stop: the broadcaster keeps it
 // registered, and it is not garbage collected, until Stop or Shutdown.
 type Watcher[T any] struct {
+	// Set by Watch, never changed.
 	b         *Broadcaster[T]
 	queueLen  int
 	policy    Policy
-	prefixLen int // len(prefix) of WatchWithPrefix
+	prefixLen int // len(prefix) of WatchWithPrefix, or of the replay of WatchFrom
 
-	// Read without mu by publishers deciding whether w needs attention;
-	// written under mu.
+	// Atomics: read without mu by publishers deciding whether w needs
+	// attention; h is moved by readers with a CAS, the others are written
+	// under mu.
 	h          atomic.Uint64 // next ring seq not yet taken: w's ring segment is [h, tail)
 	pendLen    atomic.Int64  // len(pend)
 	prefixLeft atomic.Int64  // prefix values still at the front of pend
 	dropped    atomic.Uint64
 	stopped    atomic.Bool
-	roomWanted atomic.Bool // a publisher waits for this watcher to make room
+	roomWanted atomic.Bool  // a publisher waits for this watcher to make room
+	waiting    atomic.Int32 // goroutines waiting on wake, or about to (see awaitValue)
+	passes     atomic.Int32 // how many more the current wake-up token is to reach
 
 	// mu guards the fields below. Lock order: b.mu before w.mu; w.mu is never
 	// held while blocking (sends under it never block: they are select with
@@ -69,13 +73,12 @@ type Watcher[T any] struct {
 	pend       deque[item[T]] // values taken out of the ring (or the prefix, or a replay), in order
 	ended      bool           // Shutdown: readers drain what is queued, then end
 	wake       chan struct{}
-	waiting    atomic.Int32  // goroutines waiting on wake, or about to (see awaitValue)
-	passes     atomic.Int32  // how many more the current wake-up token is to reach
 	done       chan struct{} // closed when w ends (stopped or shut down)
 	doneClosed bool
 
-	// Channel mode, from the first call of C: a forwarding goroutine moves
-	// the queue into ch, which is small (see chanCap). The queue is then
+	// Guarded by mu too. Channel mode, from the first call of C: a
+	// forwarding goroutine moves the queue into ch, which is small
+	// (ChannelBuffer). The queue is then
 	// ch, plus the value the forwarder holds, plus pend and the ring
 	// segment as before.
 	ch             chan T
@@ -85,9 +88,10 @@ type Watcher[T any] struct {
 	sendDoneClosed bool
 	directSending  bool // a publisher is blocked in sendDirect
 
-	// Read without mu by publishers: the channel (nil before C), whether the
-	// forwarder holds a claimed value, and how many non-prefix values it
-	// has claimed in all. See chanQueued.
+	// Atomics of channel mode, written under mu, read without it by
+	// publishers: the channel (nil before C), whether the forwarder holds a
+	// claimed value, and how many non-prefix values it has claimed in all
+	// (see chanQueued).
 	chp        atomic.Pointer[chan T]
 	held       atomic.Int32
 	npClaimed  atomic.Uint64
@@ -102,6 +106,7 @@ type Watcher[T any] struct {
 	ctxStop  func() bool
 	ctxAfter chan struct{}
 
+	// Guarded by the broadcaster's locks.
 	index  int  // position in b.watchers; guarded by b.mu
 	parked bool // on b.parked; guarded by b.pmu
 }
