@@ -7,7 +7,6 @@ import (
 	"math"
 	"sync"
 	"sync/atomic"
-	"time"
 )
 
 // ErrClosed is returned by Publish, PublishContext, TryPublish, Watch and
@@ -329,10 +328,3 @@ func (b *Broadcaster[T]) signalRoom() {
 	default:
 	}
 }
-
-// How often a DropOldest forwarder looks whether its reader has taken the
-// prefix (prefixGateLocked): from 50µs, doubling up to 10ms while it has not.
-const (
-	minPrefixPoll = 50 * time.Microsecond
-	maxPrefixPoll = 10 * time.Millisecond
-)
