@@ -12,21 +12,24 @@ import (
 	"github.com/heraldgo/herald/broadcast"
 )
 
-const (
-	latencyWatchers = 100
-	// latencySamples caps the values per watcher whose latency is recorded,
-	// so that a long run does not spend its memory on samples.
-	latencySamples = 20000
-)
+// latencyWatcherCounts are the sizes workload 6 runs at.
+var latencyWatcherCounts = []int{1, 100, 1000}
+
+// latencySampleBudget caps the samples recorded over all watchers (each
+// watcher records up to latencySampleBudget/watchers values), so that a long
+// run does not spend its memory on samples.
+const latencySampleBudget = 2_000_000
 
 // latencyRun is workload 6, shared by both systems: one value in flight at a
-// time (publish, then wait until all latencyWatchers received it), so that the
+// time (publish, then wait until all n watchers received it), so that the
 // latency measured is the delivery path's and not a queue's. Each watcher
 // records now − (time just before Publish) for every value; p50-ns and p99-ns
 // are over all (watcher, value) pairs. ns/op is the round trip: Publish until
 // the last watcher has it.
 type latencyRun struct {
 	b       *testing.B
+	n       int // watchers
+	perW    int // samples per watcher
 	base    time.Time
 	sentAt  []int64 // sentAt[i]: ns since base just before value i was published
 	pending atomic.Int32
@@ -48,17 +51,19 @@ func (r *latencyRun) fail(err error) {
 	})
 }
 
-func newLatencyRun(b *testing.B) *latencyRun {
+func newLatencyRun(b *testing.B, n int) *latencyRun {
 	r := &latencyRun{
 		b:       b,
+		n:       n,
+		perW:    latencySampleBudget / n,
 		base:    time.Now(),
 		sentAt:  make([]int64, b.N),
 		done:    make(chan struct{}, 1),
-		samples: make([][]float64, latencyWatchers),
+		samples: make([][]float64, n),
 		failed:  make(chan struct{}),
 	}
 	for i := range r.samples {
-		r.samples[i] = make([]float64, 0, min(b.N, latencySamples))
+		r.samples[i] = make([]float64, 0, min(b.N, r.perW))
 	}
 	return r
 }
@@ -70,7 +75,7 @@ func (r *latencyRun) receiver(k int) func(i int, ev watch.Event) error {
 		if err := inOrder(i, ev); err != nil {
 			r.fail(err)
 		}
-		if i < latencySamples {
+		if i < r.perW {
 			r.samples[k] = append(r.samples[k], float64(lat))
 		}
 		if r.pending.Add(-1) == 0 {
@@ -86,7 +91,7 @@ func (r *latencyRun) drive(publish func(i int) error) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		r.pending.Store(latencyWatchers)
+		r.pending.Store(int32(r.n))
 		r.sentAt[i] = time.Since(r.base).Nanoseconds()
 		if err := publish(i); err != nil {
 			b.Fatal(err)
@@ -123,47 +128,59 @@ func (r *latencyRun) finish() {
 
 func BenchmarkLatency(b *testing.B) {
 	b.Run("k8s", func(b *testing.B) {
-		r := newLatencyRun(b)
-		m := newK8s(watch.WaitIfChannelFull)
-		for k := range latencyWatchers {
-			w, err := m.Watch()
-			if err != nil {
-				b.Fatal(err)
-			}
-			r.stops = append(r.stops, w.Stop)
-			each := r.receiver(k)
-			r.wg.Go(func() {
-				if got, err := readK8s(w, b.N, each); err != nil {
-					r.fail(fmt.Errorf("k8s watcher: %d of %d: %w", got, b.N, err))
-					w.Stop()
-				}
-			})
+		for _, n := range latencyWatcherCounts {
+			b.Run(fmt.Sprintf("watchers=%d", n), func(b *testing.B) { latencyK8s(b, n) })
 		}
-		r.drive(func(i int) error { return m.Action(watch.Added, eventAt(i).Object) })
-		r.finish()
-		m.Shutdown()
 	})
 	for _, rd := range readers {
 		b.Run(rd.name, func(b *testing.B) {
-			r := newLatencyRun(b)
-			hb := newHerald(broadcast.Block)
-			for k := range latencyWatchers {
-				w, err := hb.Watch()
-				if err != nil {
-					b.Fatal(err)
-				}
-				r.stops = append(r.stops, w.Stop)
-				each, read := r.receiver(k), rd.open(w)
-				r.wg.Go(func() {
-					if got, err := read(b.N, each); err != nil {
-						r.fail(fmt.Errorf("%s watcher: %d of %d: %w", rd.name, got, b.N, err))
-						w.Stop()
-					}
-				})
+			for _, n := range latencyWatcherCounts {
+				b.Run(fmt.Sprintf("watchers=%d", n), func(b *testing.B) { latencyHerald(b, n, rd) })
 			}
-			r.drive(func(i int) error { return hb.Publish(eventAt(i)) })
-			r.finish()
-			shutdownHerald(b, hb)
 		})
 	}
+}
+
+func latencyK8s(b *testing.B, n int) {
+	r := newLatencyRun(b, n)
+	m := newK8s(watch.WaitIfChannelFull)
+	for k := range n {
+		w, err := m.Watch()
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.stops = append(r.stops, w.Stop)
+		each := r.receiver(k)
+		r.wg.Go(func() {
+			if got, err := readK8s(w, b.N, each); err != nil {
+				r.fail(fmt.Errorf("k8s watcher: %d of %d: %w", got, b.N, err))
+				w.Stop()
+			}
+		})
+	}
+	r.drive(func(i int) error { return m.Action(watch.Added, eventAt(i).Object) })
+	r.finish()
+	m.Shutdown()
+}
+
+func latencyHerald(b *testing.B, n int, rd reader) {
+	r := newLatencyRun(b, n)
+	hb := newHerald(broadcast.Block)
+	for k := range n {
+		w, err := hb.Watch()
+		if err != nil {
+			b.Fatal(err)
+		}
+		r.stops = append(r.stops, w.Stop)
+		each, read := r.receiver(k), rd.open(w)
+		r.wg.Go(func() {
+			if got, err := read(b.N, each); err != nil {
+				r.fail(fmt.Errorf("%s watcher: %d of %d: %w", rd.name, got, b.N, err))
+				w.Stop()
+			}
+		})
+	}
+	r.drive(func(i int) error { return hb.Publish(eventAt(i)) })
+	r.finish()
+	shutdownHerald(b, hb)
 }

@@ -1,6 +1,6 @@
 package broadcast_test
 
-// Black-box tests of the contract in API.md, package broadcast: one test per
+// Black-box tests of the contract in the package doc (doc.go): one test per
 // guarantee (TestRegistrationBarrier ... TestNoGoroutineAfterShutdown), then
 // the semantics the package documents beyond it, then bad input.
 //
@@ -1250,7 +1250,7 @@ func TestNoGoroutineAfterShutdown(t *testing.T) {
 	})
 }
 
-// --- Documented semantics beyond API.md ----------------------------------
+// --- Documented semantics beyond the numbered guarantees ----------------
 
 // TestStats checks Published, Dropped (stopped watchers included) and
 // Watchers through a watcher's whole life.

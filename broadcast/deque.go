@@ -15,6 +15,22 @@ func (d *deque[T]) init(vs []T) {
 	d.head, d.n = 0, len(vs)
 }
 
+// adopt makes vs, full, the deque's buffer.
+func (d *deque[T]) adopt(vs []T) {
+	if cap(vs) < 4 {
+		d.init(vs)
+		return
+	}
+	d.buf, d.head, d.n = vs[:cap(vs)], 0, len(vs)
+}
+
+// item is a value in a watcher's private queue with its sequence number
+// (0 for prefix values).
+type item[T any] struct {
+	seq uint64
+	v   T
+}
+
 func (d *deque[T]) len() int { return d.n }
 
 func (d *deque[T]) push(v T) {
@@ -44,8 +60,8 @@ func (d *deque[T]) pop() T {
 
 // removeAt removes the i-th value (0 is the front), shifting the shorter
 // side: O(min(i, len-i)), so dropping the oldest value (i = 0, or just past
-// a short prefix) is O(1) however long the deque (TestPendingDropOldestFullCost
-// measured 52 us per Publish at a queue of 10 000 when it shifted the rest).
+// a short prefix) is O(1) however long the deque (BenchmarkDropOldestFull;
+// docs/design.md has the figures).
 func (d *deque[T]) removeAt(i int) {
 	var zero T
 	n := len(d.buf)

@@ -16,6 +16,10 @@
 //	defer cancel()
 //	b.Shutdown(ctx) // deliver what was published, close every watcher
 //
+// The zero Broadcaster is ready to use, as New() with no options; a
+// [Watcher] comes only from a Watch method (every method of a zero Watcher
+// panics).
+//
 // [Broadcaster.WatchWithPrefix] gives a watcher a prefix (say, the current
 // state) before the live values, with nothing missed or repeated between.
 //
@@ -31,11 +35,39 @@
 //   - [Block]: the publisher waits until it has room or is stopped; nothing is
 //     lost.
 //   - [BlockFor](d): the publisher waits at most d, then drops as Drop.
+//   - [Evict]: the value is dropped (counted) and the watcher ends: it keeps
+//     what it holds, then its loop ends or its channel closes, and
+//     [Watcher.Err] returns [ErrEvicted]. Nobody waits for it.
 //
 // The policy is set per broadcaster in [New] and overridden per watcher in
 // [Broadcaster.Watch]. A full Drop or DropOldest watcher never slows the
 // publisher or another watcher down; a full Block watcher makes every
 // publisher wait, since every value must reach it in order.
+//
+// # Resume
+//
+// Every accepted value has a sequence number: the n-th has n, and
+// [Stats].Published is the last one. [Watcher.Seq] yields each value with
+// its number, so a reader sees where it lost values (s2-s1-1 of them
+// between s1 and s2). With [WithHistory](n) the broadcaster keeps the last n
+// values, also while nobody watches, and [Broadcaster.WatchFrom](seq)
+// replays the kept values from seq and goes on live, as one atomic step:
+// nothing is missed or repeated between (Server-Sent Events' Last-Event-ID,
+// a watch's resourceVersion). Replayed values, like prefix values, never
+// count against the queue length and are never dropped or evicted. A seq
+// no longer kept, or beyond the next one, is an error wrapping
+// [ErrOutOfRange]. examples/sse serves a stream to HTTP clients that resume
+// this way.
+//
+// # Ending a watcher
+//
+// A watcher ends by [Watcher.Stop], by [Broadcaster.Shutdown], by [Evict],
+// or when the ctx given to [WithContext] ends (a watcher per HTTP request,
+// say: no goroutine waits for ctx meanwhile). [Watcher.Err] says why: nil
+// while it runs and after Stop, [ErrClosed], [ErrEvicted] or
+// context.Cause(ctx); the first cause that ends a watcher is the one it
+// keeps. After Shutdown and eviction the values it holds stay readable.
+// [Watcher.Len] counts the values queued for it and not yet received.
 //
 // # Concurrency
 //

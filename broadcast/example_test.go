@@ -136,3 +136,96 @@ func ExampleWatcher_All() {
 	// c
 	// d
 }
+
+// Resume after a reconnect: a client remembers the sequence number of the
+// last value it got (as Server-Sent Events' Last-Event-ID does) and asks for
+// the values after it. The broadcaster keeps the last 100 values for that.
+func ExampleBroadcaster_WatchFrom() {
+	b := broadcast.New[string](broadcast.WithHistory(100))
+	defer b.Shutdown(context.Background())
+
+	w, _ := b.Watch()
+	b.Publish("a")
+	b.Publish("b")
+	var last uint64
+	for seq, v := range w.Seq() {
+		fmt.Println(seq, v)
+		last = seq
+		if v == "b" {
+			break
+		}
+	}
+	w.Stop() // the client goes away; meanwhile the stream goes on
+	b.Publish("c")
+	b.Publish("d")
+
+	w, _ = b.WatchFrom(last + 1) // it comes back
+	for seq, v := range w.Seq() {
+		fmt.Println(seq, v)
+		if v == "d" {
+			break
+		}
+	}
+	w.Stop()
+	// Output:
+	// 1 a
+	// 2 b
+	// 3 c
+	// 4 d
+}
+
+// Evict and resume: a reader too slow for its queue is cut off instead of
+// losing values silently; it reads what it holds, sees why it ended, and
+// resumes from the history where it stopped, missing nothing still kept.
+func ExampleEvict() {
+	b := broadcast.New[int](broadcast.WithHistory(1000))
+	defer b.Shutdown(context.Background())
+
+	w, _ := b.Watch(broadcast.WithPolicy(broadcast.Evict), broadcast.WithQueueLength(2))
+	for v := 1; v <= 5; v++ {
+		b.Publish(v) // 3 finds the queue full: w is evicted
+	}
+	var got []int
+	var last uint64
+	for seq, v := range w.Seq() {
+		got, last = append(got, v), seq
+	}
+	fmt.Println(got, w.Err())
+
+	w, _ = b.WatchFrom(last+1, broadcast.WithPolicy(broadcast.Evict), broadcast.WithQueueLength(2))
+	for v := range w.All() {
+		got = append(got, v)
+		if v == 5 {
+			break
+		}
+	}
+	w.Stop()
+	fmt.Println(got)
+	// Output:
+	// [1 2] broadcast: watcher evicted: its queue was full
+	// [1 2 3 4 5]
+}
+
+// A watcher per request: WithContext ends the watcher with the request's
+// context (no goroutine waits for it meanwhile), and Err says why.
+func ExampleWithContext() {
+	b := broadcast.New[string]()
+	defer b.Shutdown(context.Background())
+
+	ctx, cancel := context.WithCancelCause(context.Background()) // a request's context
+	defer cancel(nil)
+	w, _ := b.Watch(broadcast.WithContext(ctx))
+	b.Publish("hello")
+	b.Publish("world")
+	for v := range w.All() { // the handler streams until the request ends
+		fmt.Println(v)
+		if v == "world" {
+			cancel(errors.New("client disconnected"))
+		}
+	}
+	fmt.Println("ended:", w.Err())
+	// Output:
+	// hello
+	// world
+	// ended: client disconnected
+}

@@ -26,6 +26,10 @@ import (
 func FuzzOps(f *testing.F) {
 	// More seeds live in testdata/fuzz/FuzzOps.
 	f.Add([]byte{opWatch, 0, 1, opBurst, 0, 5, opReadC, 0, 1, opPublish, 0, 0})
+	// Odd lengths keep a history of 8: publish 6, evict a watcher of queue
+	// 2, resume it from 3 with a context, read through Seq, cancel it.
+	f.Add([]byte{opWatchEvict, 0, 1, opBurst, 0, 6, opReadSeq, 0, 7, opWatchFrom, 6, 8 + 0, opReadSeq, 1, 2, opPublish, 0, 0, opCancel, 1, 0, opReadC, 1, 7, 0})
+	f.Add([]byte{opBurst, 0, 12, opWatchFrom, 7, 4, opWatchFrom, 40, 2, opWatchFrom, 1, 3, opBurst, 0, 9, opReadSeq, 0, 7, opReadC, 1, 7, opReadAll, 2, 7, 0})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		synctest.Test(t, func(t *testing.T) { runOps(t, data) })
 	})
@@ -45,6 +49,10 @@ const (
 	opBurst                  // c%16 times opPublish
 	opReadAllThenC           // as opReadAll, calling C() in the loop before breaking out
 	opNestedRead             // read one value of watcher a/2 through All(), and inside that loop c%8 more through C() (a odd) or All()
+	opWatchEvict             // as opWatch with policy Evict; with a context if a is odd
+	opWatchFrom              // WatchFrom(Published+1 - a/2%(history+3)), or 0 if a%8 == 7; policy c%5, queue length c/8%8+1; a context if a%4 == 1
+	opCancel                 // cancel the context of watcher a (if it has one) with a cause
+	opReadSeq                // read min(c%8+1, held) values of watcher a through Seq, checking their sequence numbers
 	numOps
 )
 
@@ -69,10 +77,14 @@ type fzWatcher struct {
 	dropped    uint64
 	stopped    bool
 	cClosed    bool // stopped, and C() was seen closed
+	cCalled    bool // C() was called: Seq then yields 0 for every value
+	evicted    bool
+	cancel     context.CancelCauseFunc // WithContext
+	wantErr    error                   // what Err() returns once it ended
 }
 
 func (m *fzWatcher) full() bool  { return len(m.queue)-m.prefixLeft >= m.qlen }
-func (m *fzWatcher) waits() bool { return m.kind >= 2 }
+func (m *fzWatcher) waits() bool { return m.kind == 2 || m.kind == 3 }
 
 type fzModel struct {
 	t          *testing.T
@@ -83,10 +95,17 @@ type fzModel struct {
 	published  uint64
 	shut       bool // Shutdown has returned: no watcher is registered
 	step       int
+	history    int            // WithHistory of the broadcaster
+	accepted   []int          // every value accepted; the n-th has sequence number n
+	seqOf      map[int]uint64 // value -> sequence number (prefix values: 0)
 }
 
 func runOps(t *testing.T, data []byte) {
-	m := &fzModel{t: t, b: newB(t)}
+	m := &fzModel{t: t, seqOf: map[int]uint64{}}
+	if len(data)%2 == 1 {
+		m.history = 8 // odd inputs keep a history, so that WatchFrom can replay
+	}
+	m.b = newB(t, broadcast.WithHistory(m.history))
 	if len(data) > 3*maxOps {
 		data = data[:3*maxOps]
 	}
@@ -133,6 +152,14 @@ func runOps(t *testing.T, data []byte) {
 			for range int(c % 16) {
 				m.publish()
 			}
+		case opWatchEvict:
+			m.watchWith(4, a%2 == 1, int(c%8)+1, nil, "Watch")
+		case opWatchFrom:
+			m.watchFrom(a, c)
+		case opCancel:
+			m.cancel(a)
+		case opReadSeq:
+			m.readSeq(a, int(c%8)+1)
 		}
 		m.check()
 	}
@@ -181,11 +208,122 @@ func (m *fzModel) watch(a, c byte, prefixLen int) {
 	m.ws = append(m.ws, w)
 }
 
-// live returns the watchers not stopped.
+var errCanceled = errors.New("fuzz: canceled")
+
+// watchWith registers a watcher with policy kind (0 Drop, 1 DropOldest,
+// 2 Block, 3 BlockFor(1ms), 4 Evict), a context if withCtx, and the values
+// of replay held first (WatchFrom's replay) when how is "WatchFrom".
+func (m *fzModel) watchWith(kind int, withCtx bool, qlen int, replay []int, how string, from ...uint64) {
+	if len(m.ws) >= maxWatchers {
+		return
+	}
+	w := &fzWatcher{kind: kind, qlen: qlen}
+	p := []broadcast.Policy{broadcast.Drop, broadcast.DropOldest, broadcast.Block, broadcast.BlockFor(blockForWaits[0]), broadcast.Evict}[kind]
+	if kind == 3 {
+		w.wait = blockForWaits[0]
+	}
+	opts := with(p, qlen)
+	if withCtx {
+		ctx, cancel := context.WithCancelCause(context.Background())
+		w.cancel = cancel
+		opts = append(opts, broadcast.WithContext(ctx))
+	}
+	w.name = fmt.Sprintf("watcher %d (%s, %v, length %d, replay %d, context %v)", len(m.ws), how, p, qlen, len(replay), withCtx)
+	var err error
+	if how == "WatchFrom" {
+		w.w, err = m.b.WatchFrom(from[0], opts...)
+		w.queue, w.prefixLeft = slices.Clone(replay), len(replay)
+		w.noC = w.waits() && len(replay) > 0
+	} else {
+		w.w, err = m.b.Watch(opts...)
+	}
+	if err != nil {
+		m.fatalf("%s: %v", w.name, err)
+	}
+	m.ws = append(m.ws, w)
+}
+
+// watchFrom asks for a sequence number in range or out of it.
+func (m *fzModel) watchFrom(a, c byte) {
+	from := uint64(0)
+	if a%8 != 7 {
+		back := uint64(a/2) % uint64(m.history+3)
+		if back > m.published+1 {
+			back = m.published + 1
+		}
+		from = m.published + 1 - back
+	}
+	oldest := m.published + 1
+	if h := uint64(m.history); h > 0 {
+		oldest = max(m.published, h) - h + 1
+	}
+	start := from
+	if start == 0 {
+		start = oldest
+	}
+	if start < oldest || start > m.published+1 {
+		w, err := m.b.WatchFrom(from)
+		if w != nil || !errors.Is(err, broadcast.ErrOutOfRange) {
+			m.fatalf("WatchFrom(%d) with %d published, history %d = (%v, %v), want ErrOutOfRange", from, m.published, m.history, w, err)
+		}
+		return
+	}
+	m.watchWith(int(c%5), a%4 == 1, int(c/8%8)+1, m.accepted[start-1:], "WatchFrom", from)
+}
+
+// cancel ends the context of watcher a: it stops as by Stop, with the cause.
+func (m *fzModel) cancel(a byte) {
+	if len(m.ws) == 0 {
+		return
+	}
+	w := m.ws[int(a)%len(m.ws)]
+	if w.cancel == nil {
+		return
+	}
+	w.cancel(errCanceled)
+	synctest.Wait() // the AfterFunc has stopped it
+	if !w.stopped && !w.evicted && !m.shut {
+		w.wantErr = errCanceled
+	}
+	w.stopped = true
+}
+
+// readSeq reads up to k values of watcher a through Seq and checks their
+// numbers.
+func (m *fzModel) readSeq(a byte, k int) {
+	if len(m.ws) == 0 {
+		return
+	}
+	w := m.ws[int(a)%len(m.ws)]
+	if w.stopped || w.cCalled {
+		m.read(a, k, false)
+		return
+	}
+	n := min(k, len(w.queue))
+	if n == 0 {
+		return
+	}
+	var got []int
+	for s, v := range w.w.Seq() {
+		if want := m.seqOf[v]; s != want {
+			m.fatalf("%s: Seq yields %d with sequence number %d, want %d", w.name, v, s, want)
+		}
+		if got = append(got, v); len(got) == n {
+			break
+		}
+	}
+	if !slices.Equal(got, w.queue[:n]) {
+		m.fatalf("%s: read %v through Seq, want %v", w.name, got, w.queue[:n])
+	}
+	w.queue = w.queue[n:]
+	w.prefixLeft = max(0, w.prefixLeft-n)
+}
+
+// live returns the watchers not stopped and not evicted.
 func (m *fzModel) live() []*fzWatcher {
 	var l []*fzWatcher
 	for _, w := range m.ws {
-		if !w.stopped {
+		if !w.stopped && !w.evicted {
 			l = append(l, w)
 		}
 	}
@@ -212,10 +350,16 @@ func (m *fzModel) fullWaiters() (blockFull bool, wait time.Duration) {
 // only drops when a PublishContext gave up on it.
 func (m *fzModel) deliver(v int) {
 	m.published++
+	m.accepted = append(m.accepted, v)
+	m.seqOf[v] = m.published
 	for _, w := range m.live() {
 		switch {
 		case !w.full():
 			w.queue = append(w.queue, v)
+		case w.kind == 4: // Evict: the value is dropped and the watcher ends
+			w.dropped++
+			w.evicted = true
+			w.wantErr = broadcast.ErrEvicted
 		case w.kind == 1: // DropOldest: the oldest non-prefix value goes
 			w.queue = append(slices.Delete(w.queue, w.prefixLeft, w.prefixLeft+1), v)
 			w.dropped++
@@ -291,6 +435,7 @@ func (m *fzModel) read(a byte, k int, viaC bool) {
 	w := m.ws[int(a)%len(m.ws)]
 	if !w.stopped {
 		viaC = viaC && !w.noC
+		w.cCalled = w.cCalled || viaC // below, C() is called even with nothing to read
 		n := min(k, len(w.queue))
 		var got []int
 		if n > 0 {
@@ -305,8 +450,13 @@ func (m *fzModel) read(a byte, k int, viaC bool) {
 			synctest.Wait()
 			select {
 			case v, ok := <-w.w.C():
-				m.fatalf("%s: C() yields %v (open %v) with nothing queued", w.name, v, ok)
+				if ok || !w.evicted {
+					m.fatalf("%s: C() yields %v (open %v) with nothing queued", w.name, v, ok)
+				}
 			default:
+				if w.evicted {
+					m.fatalf("%s: evicted, C() is not closed once its values were read", w.name)
+				}
 			}
 		}
 		return
@@ -348,6 +498,7 @@ func (m *fzModel) readAllThenC(a byte, k int) {
 		got = append(got, v)
 		if len(got) == n {
 			w.w.C()
+			w.cCalled = true
 			break
 		}
 	}
@@ -390,6 +541,7 @@ func (m *fzModel) nestedRead(a byte, k int, viaC bool) {
 // take reads n values (every value until the end if n < 0).
 func (m *fzModel) take(w *fzWatcher, n int, viaC bool) []int {
 	if viaC {
+		w.cCalled = true
 		return testutil.Collect(m.t, w.w.C(), n, guard)
 	}
 	return testutil.CollectSeq(m.t, w.w.All(), n, guard)
@@ -403,6 +555,15 @@ func (m *fzModel) check() {
 			m.fatalf("%s: Dropped() = %d, want %d", w.name, got, w.dropped)
 		}
 		dropped += w.dropped
+	}
+	for _, w := range m.ws {
+		want := w.wantErr
+		if m.shut && want == nil && !w.stopped {
+			want = broadcast.ErrClosed
+		}
+		if got := w.w.Err(); !errors.Is(got, want) || (got == nil) != (want == nil) {
+			m.fatalf("%s: Err() = %v, want %v", w.name, got, want)
+		}
 	}
 	want := broadcast.Stats{Published: m.published, Dropped: dropped, Watchers: len(m.live())}
 	if m.shut {

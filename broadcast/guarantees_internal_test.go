@@ -242,43 +242,6 @@ func TestBarrierAndTotalOrder(t *testing.T) {
 	}
 }
 
-// Guarantee 4: Stop releases a Publish waiting on a full Block watcher,
-// also from inside the reader's loop.
-func TestStopReleasesBlockedPublish(t *testing.T) {
-	for _, read := range []string{"All", "C"} {
-		t.Run(read, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				b := New[int](WithPolicy(Block), WithQueueLength(1))
-				w, _ := b.Watch()
-				other, _ := b.Watch(WithPolicy(Drop), WithQueueLength(10))
-				if read == "C" {
-					_ = w.C()
-				}
-				b.Publish(1)
-				done := make(chan error)
-				go func() { done <- b.Publish(2) }()
-				synctest.Wait()
-				select {
-				case <-done:
-					t.Fatal("Publish did not wait for the full Block watcher")
-				default:
-				}
-				if ok, _ := b.TryPublish(3); ok {
-					t.Fatal("TryPublish published while a Publish waits")
-				}
-				w.Stop()
-				if err := <-done; err != nil {
-					t.Fatal(err)
-				}
-				b.Shutdown(context.Background())
-				if diff := cmp.Diff([]int{1, 2}, drainAll(other)); diff != "" {
-					t.Errorf("other watcher (-want +got):\n%s", diff)
-				}
-			})
-		})
-	}
-}
-
 func TestStopFromInsideLoop(t *testing.T) {
 	b := New[int](WithPolicy(Block), WithQueueLength(1))
 	w, _ := b.Watch()
@@ -341,29 +304,6 @@ func TestBlockForAndContextDeadline(t *testing.T) {
 					t.Errorf("fast watcher (-want +got):\n%s", diff)
 				}
 			})
-		})
-	}
-}
-
-// Guarantee 5.
-func TestWatchWithPrefix(t *testing.T) {
-	for _, p := range []Policy{Drop, DropOldest, Block} {
-		t.Run(p.String(), func(t *testing.T) {
-			b := New[int]()
-			w, _ := b.WatchWithPrefix([]int{-3, -2, -1}, WithQueueLength(2), WithPolicy(p))
-			b.Publish(0)
-			b.Publish(1)
-			if p != Block {
-				b.Publish(2)
-			}
-			b.Shutdown(context.Background())
-			want := []int{-3, -2, -1, 0, 1}
-			if p == DropOldest {
-				want = []int{-3, -2, -1, 1, 2}
-			}
-			if diff := cmp.Diff(want, drainC(w)); diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
-			}
 		})
 	}
 }

@@ -1,6 +1,7 @@
 package broadcast
 
 import (
+	"context"
 	"fmt"
 	"time"
 )
@@ -23,12 +24,13 @@ const (
 	kindDropOldest
 	kindBlock
 	kindBlockFor
+	kindEvict
 )
 
 // Policy says what happens to a value published while a watcher's queue is
-// full. The only valid values are [Drop], [DropOldest], [Block] and those
-// returned by [BlockFor]; the zero Policy is invalid and [WithPolicy] panics
-// on it.
+// full. The only valid values are [Drop], [DropOldest], [Block], [Evict]
+// and those returned by [BlockFor]; the zero Policy is invalid and
+// [WithPolicy] panics on it.
 type Policy struct {
 	kind policyKind
 	wait time.Duration // BlockFor only
@@ -51,6 +53,14 @@ var (
 	// up by a full Drop or DropOldest watcher, but every publisher waits for
 	// a full Block watcher, because every value must reach it in order.
 	Block = Policy{kind: kindBlock}
+
+	// Evict ends a full watcher instead of losing values silently: the
+	// value that found its queue full is counted as dropped, and the
+	// watcher ends. It keeps what it holds (readable, in order), then C()
+	// closes and All() ends, and [Watcher.Err] returns [ErrEvicted]. No
+	// publisher and no other watcher waits for it; it no longer counts in
+	// [Stats].Watchers.
+	Evict = Policy{kind: kindEvict}
 )
 
 // BlockFor returns a policy that waits at most d, measured from the Publish
@@ -74,6 +84,8 @@ func (p Policy) String() string {
 		return "Block"
 	case kindBlockFor:
 		return "BlockFor(" + p.wait.String() + ")"
+	case kindEvict:
+		return "Evict"
 	}
 	return "Policy(invalid)"
 }
@@ -93,6 +105,9 @@ type Option interface {
 type config struct {
 	queueLen int
 	policy   Policy
+	ctx      context.Context // WithContext; Watch only
+	history  int             // WithHistory; New only
+	inNew    bool            // being applied by New
 }
 
 func defaultConfig() config {
@@ -134,7 +149,51 @@ func WithQueueLength(n int) Option {
 // is [Drop]. It panics on the zero Policy.
 func WithPolicy(p Policy) Option {
 	if p.kind == kindInvalid {
-		panic("broadcast: WithPolicy: invalid Policy (use Drop, DropOldest, Block or BlockFor)")
+		panic("broadcast: WithPolicy: invalid Policy (use Drop, DropOldest, Block, BlockFor or Evict)")
 	}
 	return policyOption(p)
+}
+
+type contextOption struct{ ctx context.Context }
+
+func (o contextOption) apply(c *config) {
+	if c.inNew {
+		panic("broadcast: WithContext is a Watch option; given to New")
+	}
+	c.ctx = o.ctx
+}
+
+// WithContext binds a watcher to ctx: when ctx ends, the watcher stops as
+// by [Watcher.Stop], and [Watcher.Err] returns context.Cause(ctx). No
+// goroutine waits for ctx meanwhile (context.AfterFunc). If ctx is already
+// done, Watch returns context.Cause(ctx) and registers nothing. It is an
+// option of [Broadcaster.Watch] and [Broadcaster.WatchWithPrefix]: given
+// to [New] it panics, and so does a nil ctx.
+func WithContext(ctx context.Context) Option {
+	if ctx == nil {
+		panic("broadcast: WithContext: nil ctx")
+	}
+	return contextOption{ctx}
+}
+
+type historyOption int
+
+func (o historyOption) apply(c *config) {
+	if !c.inNew {
+		panic("broadcast: WithHistory is a New option; given to a Watch method")
+	}
+	c.history = int(o)
+}
+
+// WithHistory makes the broadcaster keep the last n published values, also
+// while no watcher exists, for [Broadcaster.WatchFrom]; the default is 0
+// (none). It is an option of [New] only: given to a Watch method it panics,
+// as does n < 0. The values live in the broadcaster's shared ring, which
+// then has at least n+1 slots: a kept value costs one slot of T (plus
+// rounding up to a power of two), and Publish still allocates nothing.
+func WithHistory(n int) Option {
+	if n < 0 {
+		panic(fmt.Sprintf("broadcast: WithHistory: n must not be negative, got %d", n))
+	}
+	return historyOption(n)
 }

@@ -6,9 +6,9 @@ package broadcast_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -87,44 +87,55 @@ func pendingShutdown(t *testing.T, b *broadcast.Broadcaster[int]) {
 	}
 }
 
-// TestRegressionZeroValues: the zero Broadcaster and the zero Watcher are
-// exported types whose zero value is neither usable nor rejected. A zero
-// Broadcaster accepts Watch, but its watchers have queue length 0 and the
-// invalid zero Policy, so every value is dropped for them (counted), and
-// its Shutdown panics with "close of nil channel". Methods of a zero
-// Watcher panic with a nil pointer dereference. Either outcome would do:
-// the zero value works like New's (then a watcher receives what is
-// published), or every method panics with a "broadcast:" message.
-func TestRegressionZeroValues(t *testing.T) {
-	check := func(t *testing.T, name string, f func()) {
-		t.Helper()
-		if msg, panicked := testutil.PanicMessage(f); panicked && !strings.HasPrefix(msg, "broadcast:") {
-			t.Errorf("%s on the zero value panicked with %q, want a working call or a \"broadcast:\" panic", name, msg)
-		}
-	}
-	t.Run("Broadcaster", func(t *testing.T) {
+// TestZeroValues: a zero Broadcaster works as New() with no options (it
+// used to count a Publish and then panic on Watch with a nil channel); a
+// zero Watcher, which only Watch can make usable, panics on every method
+// with the same "broadcast:" message.
+func TestZeroValues(t *testing.T) {
+	t.Run("Broadcaster works", func(t *testing.T) {
 		var b broadcast.Broadcaster[int]
-		var w *broadcast.Watcher[int]
-		check(t, "Watch", func() { w, _ = b.Watch() })
-		check(t, "Publish", func() { b.Publish(1) })
-		if w != nil {
-			if got := w.Dropped(); got != 0 {
-				t.Errorf("the watcher of a zero Broadcaster dropped %d of 1 value, want it queued", got)
+		if err := b.Publish(1); err != nil {
+			t.Fatalf("Publish before any Watch: %v", err)
+		}
+		w, err := b.Watch(broadcast.WithQueueLength(2))
+		if err != nil {
+			t.Fatalf("Watch: %v", err)
+		}
+		for v := range 4 {
+			if err := b.Publish(10 + v); err != nil {
+				t.Fatalf("Publish: %v", err)
 			}
 		}
-		check(t, "Dropped", func() { b.Dropped() })
-		check(t, "Shutdown", func() { b.Shutdown(context.Background()) })
+		if got, want := b.Stats(), (broadcast.Stats{Published: 5, Dropped: 2, Watchers: 1}); got != want {
+			t.Errorf("Stats() = %+v, want %+v (default policy Drop)", got, want)
+		}
+		if err := b.Shutdown(context.Background()); err != nil {
+			t.Fatalf("Shutdown: %v", err)
+		}
+		if d := diff([]int{10, 11}, testutil.CollectSeq(t, w.All(), -1, guard)); d != "" {
+			t.Errorf("values (-want +got):\n%s", d)
+		}
+		if err := b.Publish(3); !errors.Is(err, broadcast.ErrClosed) {
+			t.Errorf("Publish after Shutdown = %v, want ErrClosed", err)
+		}
 	})
-	t.Run("Watcher", func(t *testing.T) {
+	t.Run("Watcher panics", func(t *testing.T) {
 		var w broadcast.Watcher[int]
-		check(t, "Dropped", func() { w.Dropped() })
-		check(t, "C", func() { w.C() })
-		check(t, "All", func() {
-			for range w.All() {
-				break
+		for name, f := range map[string]func(){
+			"Dropped": func() { w.Dropped() },
+			"C":       func() { w.C() },
+			"All": func() {
+				for range w.All() {
+					break
+				}
+			},
+			"Stop": func() { w.Stop() },
+		} {
+			msg, panicked := testutil.PanicMessage(f)
+			if want := "broadcast: a Watcher must come from Watch or WatchWithPrefix"; !panicked || msg != want {
+				t.Errorf("%s on a zero Watcher: panicked %v with %q, want a panic with %q", name, panicked, msg, want)
 			}
-		})
-		check(t, "Stop", func() { w.Stop() })
+		}
 	})
 }
 

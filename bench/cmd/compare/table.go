@@ -123,12 +123,19 @@ func tableRows() []*row {
 	add(&row{label: "values a never-reading watcher holds at the end",
 		k8s: "Lossy/k8s", herald: "Lossy/herald-C", units: u("slow-held"), noRatio: true})
 
-	add(&row{section: "6. Delivery latency, Publish to receipt, 100 watchers, one value in flight", label: "p50, C()",
-		k8s: "Latency/k8s", herald: "Latency/herald-C", units: u("p50-ns")})
-	add(&row{label: "p99, C()", k8s: "Latency/k8s", herald: "Latency/herald-C", units: u("p99-ns")})
-	add(&row{label: "p50, All()", k8s: "Latency/k8s", herald: "Latency/herald-All", units: u("p50-ns")})
-	add(&row{label: "p99, All()", k8s: "Latency/k8s", herald: "Latency/herald-All", units: u("p99-ns")})
-	add(&row{label: "round trip until all 100 have it, C()", k8s: "Latency/k8s", herald: "Latency/herald-C", units: u("ns/op")})
+	for i, n := range []int{1, 100, 1000} {
+		sec := ""
+		if i == 0 {
+			sec = "6. Delivery latency, Publish to receipt, one value in flight (target: at least as fast as k8s)"
+		}
+		k := fmt.Sprintf("Latency/k8s/watchers=%d", n)
+		hc, ha := fmt.Sprintf("Latency/herald-C/watchers=%d", n), fmt.Sprintf("Latency/herald-All/watchers=%d", n)
+		add(&row{section: sec, label: fmt.Sprintf("%d watcher(s), p50, C()", n), k8s: k, herald: hc, units: u("p50-ns"), target: ratioAtLeast(1)})
+		add(&row{label: fmt.Sprintf("%d watcher(s), p99, C()", n), k8s: k, herald: hc, units: u("p99-ns"), target: ratioAtLeast(1)})
+		add(&row{label: fmt.Sprintf("%d watcher(s), p50, All()", n), k8s: k, herald: ha, units: u("p50-ns"), target: ratioAtLeast(1)})
+		add(&row{label: fmt.Sprintf("%d watcher(s), p99, All()", n), k8s: k, herald: ha, units: u("p99-ns"), target: ratioAtLeast(1)})
+	}
+	add(&row{label: "round trip until all 100 have it, C()", k8s: "Latency/k8s/watchers=100", herald: "Latency/herald-C/watchers=100", units: u("ns/op")})
 
 	add(&row{section: "7. Correlator on the mixed stream (1000 objects, 83% exact repeats, message variants: client-go makes 207 allocations per event on it, as on ANCHORS.md's stream)", label: "time per event",
 		k8s: "Correlator/k8s", herald: "Correlator/herald", units: u("ns/op"), target: ratioAtLeast(50)})
@@ -354,11 +361,13 @@ How each workload is measured (bench/*_test.go):
 3. ` + "`Watch()`" + ` then ` + "`Stop()`" + ` in a ` + "`b.Loop`" + ` while another goroutine publishes flat out; allocations count the publisher too (it allocates nothing on either side).
 4. 5000 watchers registered, nothing published; heap is ` + "`MemStats.HeapAlloc`" + ` after two GCs, before minus after, per watcher; goroutine stacks (` + "`StackInuse`" + `) are shown apart because HeapAlloc does not include them. herald is measured right after ` + "`Watch()`" + ` and again after ` + "`C()`" + ` on every watcher.
 5. Time per publish for the publisher alone; then Shutdown, and every fast watcher drains its stream to the end. The values per second are the median fast watcher's, from the first publish until it has drained.
-6. One value in flight: Publish, then wait until all 100 watchers have it; each watcher records the time from just before Publish to its receipt (up to 20 000 values per watcher), p50/p99 over all of them.
+6. One value in flight, at 1, 100 and 1000 watchers: Publish, then wait until every watcher has it; each watcher records the time from just before Publish to its receipt (up to 2 000 000 samples over all watchers), p50/p99 over all of them.
 7. bench/eventsbench: the same mixed stream (` + "`eventstream.MixedStream(10000, 1)`" + `: 1000 objects, half the events about a hot hundred, several sources, reasons with 1 to 15 message variants, 83% exact repeats: the share at which client-go's correlator makes the 207 allocations per event that ANCHORS.md gives for its stream, chosen with client-go alone and checked by ` + "`TestStreamMatchesAnchor`" + `; the rows \"the earlier stream\" use 40%, the share of the figures published before that calibration) through client-go's ` + "`EventCorrelator`" + ` and herald's ` + "`Correlator`" + `, default options, ` + "`UpdateState`" + ` after each written event; a fresh correlator every 10 000 events, so that the spam filter's state does not depend on the run's length (one correlator for the whole run would measure mostly skipped events, cheap for herald and not for client-go, in a proportion set by b.N); real clock on both sides (a pass takes well under the spam filter's refill and the aggregation window, so the decisions match); ` + "`runtime.GC()`" + ` before the timed run and, untimed, before each pass on both sides, so that one pass's garbage (the correlator dropped at its end) is not the next pass's work: with it the figures depend on the workload, not on where the GC pacer happened to be (set HERALD_BENCH_NOPASSGC=1 to compare). The decision shares are over one such pass; aggregation differs on purpose (once a group aggregates, herald aggregates every similar event until the group is quiet, where client-go forgets a random message).
 8. The same stream through ` + "`Recorder.Event`" + ` (even events) and ` + "`Eventf(\"%s\", message)`" + ` (odd ones), one recorder per source, → broadcaster → sink writer with its correlator → a no-op sink, in batches of 500 events followed by a sentinel event the recorder waits for (both recorders drop when their queue of 1000 is full; this keeps both lossless); a fresh pipeline every 10 000 events, set up untimed after a ` + "`runtime.GC()`" + `, on both sides. herald's broadcaster logs to a discarding slog handler. The floor row is the same harness without a correlator: each event is allocated (the sink's own copy, guarantee 6) with its timestamps, formatted by Eventf's Sprintf, published through herald's broadcast ring and handed to the sink; no names, no counters. herald's pipeline can go below it, because events the spam filter skips never reach the sink and their memory is reused.
 
 Raw output (benchstat-compatible) is in bench/out/raw.txt after a run.
+
+Resume, history and eviction (herald only; Kubernetes' watch.Broadcaster has none of them) are measured in the broadcast package itself: see [bench-resume.md](bench-resume.md).
 `)
 	return b.String()
 }
