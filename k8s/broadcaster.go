@@ -19,11 +19,12 @@ import (
 )
 
 // DefaultShutdownTimeout bounds how long [Broadcaster.Shutdown] writes what
-// was recorded before it. Writing a full queue (1000 events, the default
-// events.WithQueueLength) to a real kube-apiserver took at most 6 s in this
-// module's tests on a loaded 2-core machine (TestShutdownWritesFullQueue
-// prints it), so 30 s leaves room for a slower server and a retry or two.
-// Set it with [WithShutdownTimeout].
+// was recorded before it. Writing a full queue (1000 distinct events, the
+// default events.WithQueueLength) to a real kube-apiserver on loopback took
+// about 3 s under -race on a loaded 2-core machine
+// (TestShutdownWritesFullQueue in internal/integration logs it); 30 s
+// leaves room for a remote or slower server and a few retries. Set it with
+// [WithShutdownTimeout].
 const DefaultShutdownTimeout = 30 * time.Second
 
 // WithShutdownTimeout sets how long [Broadcaster.Shutdown] (client-go's
