@@ -141,7 +141,7 @@ func TestSinkErrors(t *testing.T) {
 			_, cerr := s.Create(context.Background(), newEvent("a.1"))
 			_, perr := s.Patch(context.Background(), newEvent("a.1"), events.Patch{Count: 2, LastTimestamp: t0})
 			for _, got := range []struct {
-				op       string
+				op        string
 				err, want error
 			}{{"Create", cerr, tc.create}, {"Patch", perr, tc.pat}} {
 				if got.err == nil {

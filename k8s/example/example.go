@@ -53,7 +53,8 @@ func NewManager(cfg *rest.Config, namespace string, opts ...events.Option) (ctrl
 	b := k8s.NewBroadcaster(opts...).(*k8s.Broadcaster)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		// The one-line swap: herald instead of record.NewBroadcaster().
-		EventBroadcaster: b, //nolint:staticcheck // the option controller-runtime keeps for core/v1 events
+		//lint:ignore SA1019 the option controller-runtime keeps for core/v1 events
+		EventBroadcaster: b,
 		Cache:            cache.Options{DefaultNamespaces: map[string]cache.Config{namespace: {}}},
 		Metrics:          metricsserver.Options{BindAddress: "0"},
 		// Tests make several managers in one process.
@@ -63,7 +64,8 @@ func NewManager(cfg *rest.Config, namespace string, opts ...events.Option) (ctrl
 		b.Shutdown()
 		return nil, nil, fmt.Errorf("example: %w", err)
 	}
-	r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor(Component)} //nolint:staticcheck // core/v1 events
+	//lint:ignore SA1019 core/v1 events, which Options.EventBroadcaster serves
+	r := &Reconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorderFor(Component)}
 	if err := ctrl.NewControllerManagedBy(mgr).Named(Component).For(&corev1.ConfigMap{}).Complete(r); err != nil {
 		b.Shutdown()
 		return nil, nil, fmt.Errorf("example: %w", err)
