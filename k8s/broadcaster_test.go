@@ -339,3 +339,28 @@ func TestConfigurationPanics(t *testing.T) {
 		}()
 	}
 }
+
+// TestWithShutdownTimeoutIsRemoved: NewBroadcaster takes its own option out
+// before handing the rest to herald, where it would stand for
+// events.WithLogger(nil) and replace the logger given before it.
+func TestWithShutdownTimeoutIsRemoved(t *testing.T) {
+	var buf strings.Builder
+	var mu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return buf.Write(p)
+	}), nil))
+	b := k8s.NewBroadcaster(events.WithLogger(logger), k8s.WithShutdownTimeout(time.Second))
+	b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ctrl"}).Event(pod("prod", "web-0"), "Bogus", "R", "m")
+	shutdown(t, b)
+	mu.Lock()
+	defer mu.Unlock()
+	if !strings.Contains(buf.String(), "Bogus") {
+		t.Fatalf("the logger given before WithShutdownTimeout got %q, want the invalid event reported", buf.String())
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
