@@ -284,3 +284,39 @@ func TestShutdownWritesFullQueue(t *testing.T) {
 	}
 	t.Logf("Shutdown wrote %d queued events in %v (%.0f/s); bound %v", st.Written, took, float64(st.Written)/took.Seconds(), k8s.DefaultShutdownTimeout)
 }
+
+// TestShutdownBoundWhileServerDown is guarantee 14 when the server is
+// gone: Shutdown() gives up at its bound (WithShutdownTimeout) instead of
+// retrying on, counts the events it could not write as abandoned, and
+// leaves no goroutine (goleak, after the run).
+func TestShutdownBoundWhileServerDown(t *testing.T) {
+	s := apiservertest.Shared(t)
+	c := s.Clientset()
+	ns := s.Namespace(t)
+	b := k8s.NewBroadcaster(quiet, events.WithRetry(1000, 100*time.Millisecond), k8s.WithShutdownTimeout(2*time.Second))
+	b.StartRecordingToSink(sinkFor(c))
+	rec := b.NewRecorder(scheme.Scheme, source)
+	s.StopAPIServer()
+	defer func() {
+		if err := s.StartAPIServer(); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	for i := range 5 {
+		rec.Eventf(pod(ns, fmt.Sprint("web-", i)), corev1.EventTypeNormal, "Started", "event %d", i)
+	}
+	start := time.Now()
+	b.Shutdown()
+	took := time.Since(start)
+	if took > 30*time.Second {
+		t.Fatalf("Shutdown took %v with a bound of 2s", took)
+	}
+	// The write in progress when the bound passed ends with its canceled
+	// request (the EventSinkImpl's clientset is given the context), and
+	// is counted then.
+	waitFor(t, 10*time.Second, "the events were not all counted as abandoned", func() bool {
+		st := stats(b)
+		return st.Abandoned == 5 && st.Written == 0
+	})
+	t.Logf("Shutdown gave up after %v (bound 2s)", took)
+}
