@@ -73,6 +73,7 @@ func OutStream[T any](b *broadcast.Broadcaster[T], js jetstream.JetStream, strea
 	o := &outStream[T]{
 		l:       l,
 		js:      js,
+		nc:      js.Conn(),
 		stream:  stream,
 		subject: subject,
 		codec:   c,
@@ -123,14 +124,21 @@ type outStream[T any] struct {
 	abort           chan struct{} // closed when Close's ctx ends
 	sent, acked     chan struct{} // closed when send, ack exit
 	abortOnce       sync.Once
-	mu              sync.Mutex     // guards pending and every publish, so publishes go out in order
-	pending         []*streamEntry // published, not acknowledged, in order
+	nc              *nats.Conn
+	lastAck         uint64 // stream sequence of the last value acknowledged; ack only
+
+	// mu guards pending, stale and every publish, so that publishes go out
+	// in order and a republish is not overtaken by a new value.
+	mu      sync.Mutex
+	pending []*streamEntry // published, not acknowledged, in order
+	stale   bool           // a republish is due: send waits
 }
 
 type streamEntry struct {
-	msg *nats.Msg
-	fut jetstream.PubAckFuture // nil when the publish failed at once
-	err error                  // that failure
+	msg   *nats.Msg
+	fut   jetstream.PubAckFuture // nil when the publish failed at once
+	err   error                  // that failure
+	epoch uint64                 // the connection's reconnect count when published
 }
 
 func (o *outStream[T]) send() {
@@ -153,6 +161,20 @@ func (o *outStream[T]) send() {
 		m.Header.Set(jetstream.MsgIDHeader, o.idBase+strconv.FormatUint(o.n, 10))
 		e := &streamEntry{msg: m}
 		o.mu.Lock()
+		for !o.mayPublishLocked() {
+			// Reconnecting, or values of the last connection are not
+			// settled: a new value published now could be stored before
+			// them. This is the failure path; a short poll is fine.
+			o.mu.Unlock()
+			select {
+			case <-time.After(5 * time.Millisecond):
+			case <-o.abort:
+				<-o.slots
+				o.l.failed.Add(1)
+				return
+			}
+			o.mu.Lock()
+		}
 		o.publishLocked(e)
 		o.pending = append(o.pending, e)
 		o.mu.Unlock()
@@ -163,8 +185,26 @@ func (o *outStream[T]) send() {
 	})
 }
 
+// mayPublishLocked reports whether a new value may go out now without the
+// risk of being stored before an earlier one: connected, no republish due,
+// and every unacknowledged value published on the current connection (a
+// value published on an earlier one may have been lost with it, and is
+// republished first). o.mu held.
+//
+// What this cannot exclude: nats.go notices a broken connection between
+// this check and the publish, so that a value goes to its reconnect buffer
+// (sent first after reconnecting) while an earlier one was lost in the
+// broken connection. The ack sequence numbers show it; ack reports it.
+func (o *outStream[T]) mayPublishLocked() bool {
+	if o.stale || !o.nc.IsConnected() {
+		return false
+	}
+	return len(o.pending) == 0 || o.pending[0].epoch == o.nc.Stats().Reconnects
+}
+
 // publishLocked publishes e asynchronously; o.mu held.
 func (o *outStream[T]) publishLocked(e *streamEntry) {
+	e.epoch = o.nc.Stats().Reconnects
 	// A fresh message each time: nats.go keeps the one it was given with
 	// the future, and the header map must not be shared with a retry.
 	m := nats.NewMsg(e.msg.Subject)
@@ -226,7 +266,11 @@ func (o *outStream[T]) ack() {
 			select {
 			case pa := <-e.fut.Ok():
 				o.l.sent.Add(1)
-				o.l.lastSeq.Store(pa.Sequence)
+				if pa.Sequence < o.lastAck {
+					o.l.warn.warn(fmt.Sprintf("a value was stored at stream sequence %d, before the previous value (%d): a connection broke in the instant of a publish", pa.Sequence, o.lastAck), nil)
+				}
+				o.lastAck = max(o.lastAck, pa.Sequence)
+				o.l.lastSeq.Store(o.lastAck)
 				o.pop()
 				backoff = retryMin
 				continue
@@ -247,6 +291,9 @@ func (o *outStream[T]) ack() {
 		// again in order; the stream drops those it has (same message ID).
 		// New values wait meanwhile (o.mu).
 		o.l.warn.warn("publishing to the stream failed; retrying the unacknowledged values", err)
+		o.mu.Lock()
+		o.stale = true
+		o.mu.Unlock()
 		// Wait while disconnected too: republishing then would only fill
 		// the reconnect buffer with copies.
 		for first := true; first || !o.js.Conn().IsConnected(); first = false {
@@ -261,6 +308,7 @@ func (o *outStream[T]) ack() {
 		for _, p := range o.pending {
 			o.publishLocked(p)
 		}
+		o.stale = false
 		o.mu.Unlock()
 	}
 }
