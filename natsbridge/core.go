@@ -136,6 +136,7 @@ func In[T any](nc *nats.Conn, subject string, c Codec[T], b *broadcast.Broadcast
 		sub     *nats.Subscription
 		dropped atomic.Uint64 // sub.Dropped(), as last seen
 		n       uint64        // messages handled; read in the handler only
+		closing atomic.Bool   // Close began: the handler reads the drop count every time
 	)
 	checkDropped := func(s *nats.Subscription) {
 		d, err := s.Dropped()
@@ -147,8 +148,12 @@ func In[T any](nc *nats.Conn, subject string, c Codec[T], b *broadcast.Broadcast
 		}
 	}
 	handler := func(m *nats.Msg) {
+		// The client counts drops only while the subscription is open. A
+		// drop happens when the pending queue is full, so a message is
+		// handled after each drop: checking here (every 256 messages, and
+		// every message once Close began) misses none at Close.
 		n++
-		if n%256 == 0 {
+		if n%256 == 0 || closing.Load() {
 			subMu.Lock()
 			s := sub
 			subMu.Unlock()
@@ -194,6 +199,8 @@ func In[T any](nc *nats.Conn, subject string, c Codec[T], b *broadcast.Broadcast
 		return dropped.Load()
 	}
 	l.shut = func(cctx context.Context) error {
+		closing.Store(true)
+		checkDropped(s)
 		// Drain: the server stops sending, the client hands over what it
 		// holds, then the subscription closes and its goroutine exits.
 		if err := s.Drain(); err != nil {

@@ -62,12 +62,15 @@ func newLink(kind, subject string) *Link {
 // because the link fell behind; for InStream it is zero (the consumer pulls
 // only what it can take).
 func (l *Link) Stats() LinkStats {
-	return LinkStats{
+	s := LinkStats{
 		Sent:     l.sent.Load(),
 		Received: l.received.Load(),
 		Failed:   l.failed.Load(),
-		Dropped:  l.dropped(),
 	}
+	if l.dropped != nil {
+		s.Dropped = l.dropped()
+	}
+	return s
 }
 
 // LastSeq returns the stream sequence of the last message InStream
@@ -108,6 +111,12 @@ func (l *Link) Close(ctx context.Context) error {
 		}
 	}
 	l.closing = true
+	if l.closeDone == nil { // a zero Link: nothing to close
+		l.closeDone = make(chan struct{})
+		close(l.closeDone)
+		l.closeMu.Unlock()
+		return nil
+	}
 	l.closeMu.Unlock()
 	err := l.shut(ctx)
 	l.release()

@@ -259,3 +259,56 @@ func TestStreamServerRestart(t *testing.T) {
 		t.Errorf("stream holds %d messages, want %d (each value once)", got, n)
 	}
 }
+
+// Guarantee 16 for OutStream: a value that cannot be encoded and one over
+// max_payload are counted in Failed; the values around them are stored.
+func TestOutStreamFailures(t *testing.T) {
+	captureLogs(t)
+	srv := startServer(t, natstest.Config{})
+	nc := connect(t, srv.URL())
+	js := newJS(t, nc)
+	makeStream(t, js, "S", "s.>")
+	outbox, inbox := broadcast.New[val](), broadcast.New[val]()
+	defer shutdown(t, outbox)
+	defer shutdown(t, inbox)
+	w, _ := inbox.Watch()
+	in, err := natsbridge.InStream(js, "S", "s.v", 0, codec, inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := natsbridge.OutStream(outbox, js, "S", "s.v", failingCodec{codec}, broadcast.WithPolicy(broadcast.Block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := string(make([]byte, 1<<20))
+	for _, v := range []val{{Origin: "a", N: 1}, {Origin: "a", N: -1}, {Origin: "a", N: 2, Pad: big}, {Origin: "a", N: 2}} {
+		if err := outbox.Publish(v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	closeLink(t, out)
+	if s := out.Stats(); s.Sent != 2 || s.Failed != 2 {
+		t.Errorf("OutStream stats %+v, want Sent 2, Failed 2", s)
+	}
+	if err := checkPerOrigin(receive(t, w, 2), map[string]int{"a": 2}); err != nil {
+		t.Error(err)
+	}
+	closeLink(t, in)
+}
+
+// A zero Link is inert: Stats, Close and SetPendingLimits do not panic.
+func TestZeroLink(t *testing.T) {
+	var l natsbridge.Link
+	if s := l.Stats(); s != (natsbridge.LinkStats{}) {
+		t.Errorf("Stats %+v", s)
+	}
+	if err := l.Close(context.Background()); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	if err := l.Close(context.Background()); err != nil {
+		t.Errorf("second Close: %v", err)
+	}
+	if l.SetPendingLimits(1, 1) == nil {
+		t.Error("SetPendingLimits: no error")
+	}
+}

@@ -58,7 +58,7 @@ func (w *warner) flushTimer() {
 		return
 	}
 	w.next = time.Now().Add(warnInterval)
-	msg, err, n := w.takeSuppressed()
+	msg, n, err := w.takeSuppressed()
 	w.mu.Unlock()
 	w.log(msg, err, n)
 }
@@ -76,18 +76,19 @@ func (w *warner) close() {
 		w.timer.Stop()
 		w.timer = nil
 	}
-	msg, err, n := w.takeSuppressed()
+	msg, n, err := w.takeSuppressed()
 	w.mu.Unlock()
 	if n > 0 {
 		w.log(msg, err, n)
 	}
 }
 
-// takeSuppressed returns and forgets the losses not yet logged; w.mu held.
-func (w *warner) takeSuppressed() (string, error, uint64) {
-	msg, err, n := w.lastMsg, w.lastErr, w.suppressed
+// takeSuppressed returns and forgets the losses not yet logged: how many,
+// and the latest one's description and cause; w.mu held.
+func (w *warner) takeSuppressed() (msg string, n uint64, cause error) {
+	msg, n, cause = w.lastMsg, w.suppressed, w.lastErr
 	w.suppressed, w.lastMsg, w.lastErr = 0, "", nil
-	return msg, err, n
+	return msg, n, cause
 }
 
 // log writes one line: n losses, the latest described by msg and err.
