@@ -22,14 +22,19 @@ const (
 	// back in order, so a window keeps the stream busy where one publish
 	// at a time would wait a round trip per value.
 	streamWindow = 256
-	// ackWait is how long OutStream waits for a value's ack before it
-	// publishes the unacknowledged values again (same message IDs).
-	ackWait = 5 * time.Second
-	// retryMin and retryMax bound the pause before a republish.
-	retryMin = 50 * time.Millisecond
+	// retryMax bounds the pause before a republish.
 	retryMax = 2 * time.Second
 	// lookupTimeout bounds the stream look-up of OutStream and InStream.
 	lookupTimeout = 10 * time.Second
+)
+
+// Variables only so that a test can make republishing frequent.
+var (
+	// ackWait is how long OutStream waits for a value's ack before it
+	// publishes the unacknowledged values again (same message IDs).
+	ackWait = 5 * time.Second
+	// retryMin is the first pause before a republish.
+	retryMin = 50 * time.Millisecond
 )
 
 // OutStream and InStream do the same through an existing JetStream stream

@@ -116,3 +116,10 @@ func TestSubjectsOverlap(t *testing.T) {
 		}
 	}
 }
+
+// discardLogs silences slog.Default until the returned function is called.
+func discardLogs() func() {
+	old := slog.Default()
+	slog.SetDefault(slog.New(slog.DiscardHandler))
+	return func() { slog.SetDefault(old) }
+}
