@@ -14,7 +14,7 @@
 // time its Publish began, and the child takes the time its watcher (or
 // bare subscriber) receives it.
 //
-//	go run ./cmd/crossbench                 # 5 rounds, the figures in README.md
+//	go run ./cmd/crossbench                 # 7 rounds, the figures in README.md
 //	go run ./cmd/crossbench -smoke          # one tiny round: the harness works (CI)
 package main
 
@@ -75,10 +75,10 @@ func main() {
 		}
 		return
 	}
-	rounds := flag.Int("rounds", 5, "rounds; each runs every mode once")
+	rounds := flag.Int("rounds", 7, "rounds; each runs every mode once")
 	n := flag.Int("n", 200_000, "values in the throughput phase")
-	l := flag.Int("lat", 5_000, "values in the latency phase")
-	gap := flag.Duration("gap", 200*time.Microsecond, "pause between values in the latency phase")
+	l := flag.Int("lat", 10_000, "values in the latency phase")
+	gap := flag.Duration("gap", 100*time.Microsecond, "pause between values in the latency phase")
 	modes := flag.String("modes", "bare,natsbridge,jetstream", "modes, comma-separated")
 	smoke := flag.Bool("smoke", false, "one tiny round: check the harness, not the figures")
 	flag.Parse()
@@ -113,7 +113,13 @@ func run(rounds, n, l int, gap time.Duration, modes []string) error {
 	}
 	all := map[string][]result{}
 	for r := 0; r < rounds; r++ {
-		for _, mode := range modes {
+		// Every other round runs the modes in reverse, so that no mode
+		// always follows another (the machine is shared; load drifts).
+		order := slices.Clone(modes)
+		if r%2 == 1 {
+			slices.Reverse(order)
+		}
+		for _, mode := range order {
 			if mode == "jetstream" {
 				// A fresh stream per run: every run stores the same amount.
 				_ = js.DeleteStream(context.Background(), stream)
@@ -133,24 +139,41 @@ func run(rounds, n, l int, gap time.Duration, modes []string) error {
 		}
 	}
 	fmt.Printf("%d rounds, medians; N=%d back to back, then %d values one per %v; %s\n\n", rounds, n, l, gap, time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Println("The ratios are medians of each round's ratio to bare in that round (the runs of one round are seconds apart).")
+	fmt.Println()
 	fmt.Println("| mode | values/s | vs bare | p50 µs | p99 µs | p99 vs bare |")
 	fmt.Println("| --- | ---: | ---: | ---: | ---: | ---: |")
-	med := func(rs []result, f func(result) float64) float64 {
+	median := func(xs []float64) float64 {
+		xs = slices.Clone(xs)
+		slices.Sort(xs)
+		if len(xs)%2 == 1 {
+			return xs[len(xs)/2]
+		}
+		return (xs[len(xs)/2-1] + xs[len(xs)/2]) / 2
+	}
+	col := func(rs []result, f func(result) float64) []float64 {
 		xs := make([]float64, len(rs))
 		for i, r := range rs {
 			xs[i] = f(r)
 		}
-		slices.Sort(xs)
-		return xs[len(xs)/2]
+		return xs
 	}
-	bareRate := med(all["bare"], func(r result) float64 { return r.Rate })
-	bareP99 := med(all["bare"], func(r result) float64 { return r.P99 })
+	bare := all["bare"]
 	for _, mode := range modes {
 		rs := all[mode]
-		rate := med(rs, func(r result) float64 { return r.Rate })
-		p50 := med(rs, func(r result) float64 { return r.P50 })
-		p99 := med(rs, func(r result) float64 { return r.P99 })
-		fmt.Printf("| %s | %.0f | %.2f | %.1f | %.1f | %.2f |\n", mode, rate, rate/bareRate, p50, p99, p99/bareP99)
+		rate := col(rs, func(r result) float64 { return r.Rate })
+		p50 := col(rs, func(r result) float64 { return r.P50 })
+		p99 := col(rs, func(r result) float64 { return r.P99 })
+		rateRatio, p99Ratio := "-", "-"
+		if len(bare) == len(rs) {
+			rr, pr := make([]float64, len(rs)), make([]float64, len(rs))
+			for i := range rs {
+				rr[i] = rs[i].Rate / bare[i].Rate
+				pr[i] = rs[i].P99 / bare[i].P99
+			}
+			rateRatio, p99Ratio = fmt.Sprintf("%.2f", median(rr)), fmt.Sprintf("%.2f", median(pr))
+		}
+		fmt.Printf("| %s | %.0f | %s | %.1f | %.1f | %s |\n", mode, median(rate), rateRatio, median(p50), median(p99), p99Ratio)
 	}
 	return nil
 }
