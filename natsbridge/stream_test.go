@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -310,5 +311,63 @@ func TestZeroLink(t *testing.T) {
 	}
 	if l.SetPendingLimits(1, 1) == nil {
 		t.Error("SetPendingLimits: no error")
+	}
+}
+
+// Close is bounded for the stream links too: OutStream holding values the
+// stream cannot acknowledge (the server is down), and InStream whose
+// broadcaster's Block watcher is full, return ctx.Err() once ctx ends, with
+// every value counted and no goroutine left (goleak).
+func TestStreamCloseBounded(t *testing.T) {
+	captureLogs(t)
+	srv := startServer(t, natstest.Config{})
+	nc := connect(t, srv.URL())
+	js := newJS(t, nc)
+	makeStream(t, js, "S", "s.>")
+
+	inbox := broadcast.New[val]()
+	w, _ := inbox.Watch(broadcast.WithPolicy(broadcast.Block), broadcast.WithQueueLength(1))
+	in, err := natsbridge.InStream(js, "S", "s.v", 1, codec, inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k := 1; k <= 20; k++ {
+		data, _ := codec.Marshal(val{Origin: "a", N: k})
+		if _, err := js.Publish(context.Background(), "s.v", data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, "InStream waiting on the full watcher", func() bool { return in.Stats().Received >= 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := in.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("InStream Close = %v, want DeadlineExceeded", err)
+	}
+	if s := in.Stats(); s.Received < 1 || s.Failed < 1 {
+		t.Errorf("InStream stats %+v: want some received and the rest failed", s)
+	}
+	w.Stop()
+	shutdown(t, inbox)
+
+	outbox := broadcast.New[val]()
+	defer shutdown(t, outbox)
+	out, err := natsbridge.OutStream(outbox, js, "S", "s.v", codec, broadcast.WithPolicy(broadcast.Block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	eventually(t, "disconnect", func() bool { return !nc.IsConnected() })
+	for k := 1; k <= 50; k++ {
+		if err := outbox.Publish(val{Origin: "a", N: k}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel2()
+	if err := out.Close(ctx2); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("OutStream Close = %v, want DeadlineExceeded", err)
+	}
+	if s := out.Stats(); s.Sent != 0 || s.Failed != 50 {
+		t.Errorf("OutStream stats %+v, want Failed 50", s)
 	}
 }
