@@ -85,17 +85,28 @@
 //
 // # Resuming from a stream
 //
-// A process that restarts catches up from the stream: InStream starts at a
-// stream sequence, inclusive ([Link.LastSeq] of the previous InStream, plus
-// one, if the process recorded it; 0 for only what is new). Inside a
-// process, broadcast's own resume works on the inbox: give the inbox
-// history (broadcast.WithHistory, where available) and a watcher that was
-// evicted or restarted resumes with WatchFrom(its last sequence + 1),
-// without going back to NATS. The two sequences differ: the inbox numbers
-// what InStream published on it, 1, 2, 3, ... from the moment the link
-// started, and the stream numbers what it stored. When a value must be
-// found in both, carry the stream sequence in the value (InStream
-// publishes in stream order, so the inbox's sequence then maps to it
-// through a lookup) or keep the pair (inbox sequence, [Link.LastSeq]) when
-// the process records its position.
+// Two sequences meet here. The stream numbers what it stores; the inbox
+// broadcaster numbers what is published on it (broadcast's sequence
+// numbers: 1, 2, 3, ... from its creation). They serve two kinds of
+// resume:
+//
+//   - A process that restarts catches up from the stream: InStream starts
+//     at a stream sequence, inclusive. Record [Link.LastSeq] (the stream
+//     sequence of the last message InStream published on the inbox) where
+//     the process keeps its state, and start the next InStream at
+//     LastSeq()+1; 0 takes only what is stored after it starts.
+//   - A watcher inside a running process resumes from the inbox, without
+//     going back to NATS: give the inbox history (broadcast.WithHistory,
+//     from the release that adds it) and a watcher that was evicted or
+//     restarted calls WatchFrom(its last inbox sequence + 1), missing
+//     nothing still kept and repeating nothing.
+//
+// To tie the two, InStream publishes each stored message once, in stream
+// order, and is the inbox's only publisher in the pattern: the k-th value
+// on an inbox fed by InStream from stream sequence f is the k-th message
+// of the stream at or after f on the link's subject. When a watcher must
+// know the stream sequence of what it got (to persist a position that
+// survives the process), carry it in the value, or record the pair
+// (inbox sequence, [Link.LastSeq]) at the moments the process saves its
+// state.
 package natsbridge

@@ -60,8 +60,12 @@ const (
 
 var allModes = []string{"bare", "natsbridge", "jetstream"}
 
-// outQueue is the queue length of the natsbridge mode's Out watcher.
+// outQueue is the queue length of the natsbridge mode's Out watcher;
+// natsbridge-deep (not in the default modes) gives it deepQueue, more than
+// a throughput run publishes, so that its publisher never waits.
 var outQueue = broadcast.DefaultQueueLength
+
+const deepQueue = 1 << 20
 
 // subject gives each mode its own subject; only jetstream's is in the stream.
 func subject(mode string) string {
@@ -240,11 +244,14 @@ func newSender(url, mode string) (*sender, error) {
 			},
 			close: func() error { defer nc.Close(); return nc.Flush() },
 		}, nil
-	case "natsbridge", "jetstream":
+	case "natsbridge", "natsbridge-deep", "jetstream":
 		outbox := broadcast.New[sample]()
 		var link *natsbridge.Link
-		if mode == "natsbridge" {
-			link, err = natsbridge.Out(outbox, nc, subj, codec, broadcast.WithPolicy(broadcast.Block), broadcast.WithQueueLength(outQueue))
+		if q := outQueue; mode != "jetstream" {
+			if mode == "natsbridge-deep" {
+				q = deepQueue
+			}
+			link, err = natsbridge.Out(outbox, nc, subj, codec, broadcast.WithPolicy(broadcast.Block), broadcast.WithQueueLength(q))
 		} else {
 			var js jetstream.JetStream
 			if js, err = jetstream.New(nc); err == nil {
@@ -373,14 +380,14 @@ func child() error {
 				return err
 			}
 			_ = sub.SetPendingLimits(-1, -1)
-		case "natsbridge", "jetstream":
+		case "natsbridge", "natsbridge-deep", "jetstream":
 			inbox := broadcast.New[sample]()
 			w, err := inbox.Watch(broadcast.WithPolicy(broadcast.Block))
 			if err != nil {
 				return err
 			}
 			var link *natsbridge.Link
-			if mode == "natsbridge" {
+			if mode != "jetstream" {
 				if link, err = natsbridge.In(nc, subject(mode), codec, inbox); err == nil {
 					err = link.SetPendingLimits(-1, -1)
 				}
