@@ -555,3 +555,49 @@ func TestMisuse(t *testing.T) {
 		t.Errorf("Out on a closed connection: %v, want ErrConnectionClosed", err)
 	}
 }
+
+// Close of an In publishes on b what the client already received: the
+// watcher is slow (a queue of 1, Block), so most messages are still pending
+// in the client when Close begins; all of them arrive, in order.
+func TestInCloseDeliversWhatItHolds(t *testing.T) {
+	srv := startServer(t, natstest.Config{})
+	pub, nc := connect(t, srv.URL()), connect(t, srv.URL())
+	inbox := broadcast.New[val]()
+	defer shutdown(t, inbox)
+	in, err := natsbridge.In(nc, "held", codec, inbox)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, _ := inbox.Watch(broadcast.WithPolicy(broadcast.Block), broadcast.WithQueueLength(1))
+	const n = 100
+	for k := 1; k <= n; k++ {
+		data, _ := codec.Marshal(val{Origin: "a", N: k})
+		if err := pub.Publish("held", data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := pub.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the messages at the client", func() bool {
+		s := in.Stats()
+		return s.Received >= 1 // one queued; the handler waits with the rest pending
+	})
+	got := make(chan []val)
+	go func() {
+		var vs []val
+		for v := range w.C() { // until Shutdown closes it
+			time.Sleep(100 * time.Microsecond)
+			vs = append(vs, v)
+		}
+		got <- vs
+	}()
+	closeLink(t, in)
+	if s := in.Stats(); s.Received != n || s.Failed != 0 {
+		t.Errorf("stats after Close %+v, want Received %d", s, n)
+	}
+	shutdown(t, inbox)
+	if err := checkPerOrigin(<-got, map[string]int{"a": n}); err != nil {
+		t.Error(err)
+	}
+}
