@@ -71,9 +71,9 @@ func run(useStream bool) error {
 		return err
 	}
 	defer srv.Stop()
-	mode := "core"
+	mode, label := "core", "core NATS"
 	if useStream {
-		mode = "stream"
+		mode, label = "stream", "a JetStream stream"
 		nc, err := nats.Connect(srv.URL())
 		if err != nil {
 			return err
@@ -85,7 +85,7 @@ func run(useStream bool) error {
 			return err
 		}
 	}
-	fmt.Printf("nats-server at %s; starting %d processes (%s NATS)\n", srv.URL(), nodes, mode)
+	fmt.Printf("nats-server at %s; starting %d processes sharing values through %s\n", srv.URL(), nodes, label)
 
 	var out sync.Mutex // one line at a time on stdout
 	type proc struct {
