@@ -1,0 +1,217 @@
+package natsbridge
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/heraldgo/herald/broadcast"
+)
+
+// A Link is one bridge between a broadcaster and NATS, made by [Out], [In],
+// [OutStream] or [InStream]. It runs until [Link.Close]; its methods are
+// safe for concurrent use.
+type Link struct {
+	kind    string // "Out", "In", "OutStream", "InStream"
+	subject string
+
+	sent, received, failed atomic.Uint64
+	lastSeq                atomic.Uint64
+	dropped                func() uint64               // the link's view of slow-consumer drops
+	setLimits              func(msgs, bytes int) error // In only
+
+	warn    *warner
+	release func() // forgets the link in the loop registry
+
+	// shut sends what the link holds within ctx and stops it; called once.
+	shut func(ctx context.Context) error
+
+	closeMu   sync.Mutex
+	closing   bool
+	closeDone chan struct{} // closed when the first Close has finished
+}
+
+// LinkStats is a snapshot of a link's counters.
+//
+// Every value an outgoing link took from its broadcaster ends up in exactly
+// one of Sent and Failed once the link is closed (the values its watcher
+// lost to the watcher's policy are in Dropped). Every message an incoming
+// link took from NATS ends up in Received or Failed.
+type LinkStats struct {
+	Sent     uint64 // values published to NATS (Out) or acknowledged by the stream (OutStream)
+	Received uint64 // messages received and published on b (In, InStream)
+	Failed   uint64 // values lost to encode, decode or transport errors
+	Dropped  uint64 // messages the client dropped as a slow consumer, as far as the link can see
+}
+
+func newLink(kind, subject string) *Link {
+	return &Link{
+		kind:      kind,
+		subject:   subject,
+		warn:      newWarner(kind, subject),
+		closeDone: make(chan struct{}),
+		dropped:   func() uint64 { return 0 },
+	}
+}
+
+// Stats returns the link's counters. For In, Dropped is what the NATS client
+// discarded because the subscription's pending limits were reached while
+// the broadcaster's publish waited (a Block watcher); for Out and OutStream
+// it is what the link's watcher of the broadcaster lost to its policy
+// because the link fell behind; for InStream it is zero (the consumer pulls
+// only what it can take).
+func (l *Link) Stats() LinkStats {
+	s := LinkStats{
+		Sent:     l.sent.Load(),
+		Received: l.received.Load(),
+		Failed:   l.failed.Load(),
+	}
+	if l.dropped != nil {
+		s.Dropped = l.dropped()
+	}
+	return s
+}
+
+// LastSeq returns the stream sequence of the last message InStream
+// published on its broadcaster, or of the last value OutStream had
+// acknowledged; 0 for core NATS links and before the first one. A process
+// that records it resumes with InStream(..., LastSeq()+1, ...).
+func (l *Link) LastSeq() uint64 { return l.lastSeq.Load() }
+
+// Subject returns the subject (or, for In and InStream, the subject filter)
+// the link was made with.
+func (l *Link) Subject() string { return l.subject }
+
+// Close stops the link after sending what it holds, within ctx.
+//
+// An outgoing link ([Out], [OutStream]) first sends every value published
+// on its broadcaster before Close was called that its watcher received (and
+// for OutStream, waits for the stream's acknowledgements); an incoming link
+// ([In], [InStream]) publishes on its broadcaster the messages the client
+// has already received. Then every goroutine of the link has exited, the
+// link is forgotten by the loop check ([ErrLoop]) and Close returns nil.
+// If ctx ends first, what is left is counted in Failed, the link stops at
+// once and Close returns ctx.Err(); it returns within a short bound after
+// ctx ends even if the connection is down. Close does not close the NATS
+// connection, nor the broadcaster. Further calls wait for the first to
+// finish, then return nil.
+func (l *Link) Close(ctx context.Context) error {
+	if ctx == nil {
+		panic("natsbridge: Link.Close: nil Context")
+	}
+	l.closeMu.Lock()
+	if l.closing {
+		l.closeMu.Unlock()
+		select {
+		case <-l.closeDone:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	l.closing = true
+	if l.closeDone == nil { // a zero Link: nothing to close
+		l.closeDone = make(chan struct{})
+		close(l.closeDone)
+		l.closeMu.Unlock()
+		return nil
+	}
+	l.closeMu.Unlock()
+	err := l.shut(ctx)
+	l.release()
+	l.warn.close()
+	close(l.closeDone)
+	return err
+}
+
+// fail counts one lost value and reports it.
+func (l *Link) fail(msg string, err error) {
+	l.failed.Add(1)
+	l.warn.warn(msg, err)
+}
+
+// watchExact registers a watcher of b and returns it with the number of
+// values b had accepted before it: the watcher receives the values with
+// sequence numbers above that, which lets Close know when the watcher has
+// taken everything published before it. The count is exact when no value
+// was committed between the two reads around Watch; under a publisher that
+// never pauses it may be a few too high after several tries, and Close may
+// then leave that many of the last values unsent (counted in Failed).
+func watchExact[T any](b *broadcast.Broadcaster[T], opts []broadcast.Option) (*broadcast.Watcher[T], uint64, error) {
+	for i := 0; ; i++ {
+		before := b.Stats().Published
+		w, err := b.Watch(opts...)
+		if err != nil {
+			return nil, 0, err
+		}
+		after := b.Stats().Published
+		if before == after || i == 16 {
+			return w, after, nil
+		}
+		w.Stop()
+	}
+}
+
+// outFeed is the part of Out and OutStream that reads the broadcaster: a
+// watcher read through All in one goroutine, and the bookkeeping that lets
+// Close stop it once it has taken every value published before Close.
+type outFeed[T any] struct {
+	w     *broadcast.Watcher[T]
+	b     *broadcast.Broadcaster[T]
+	base  uint64        // values b accepted before w registered
+	taken atomic.Uint64 // values the loop has taken and handled
+
+	closing atomic.Bool
+	target  atomic.Uint64 // taken+dropped at which the loop stops, once closing
+}
+
+// reached reports whether the loop has handled every value it must before
+// it stops (or b shut down and w ended).
+func (f *outFeed[T]) reached() bool {
+	return f.taken.Load()+f.w.Dropped() >= f.target.Load()
+}
+
+// run hands every value of w to handle, in order, until w ends or Close's
+// target is reached.
+func (f *outFeed[T]) run(handle func(T)) {
+	for v := range f.w.All() {
+		handle(v)
+		f.taken.Add(1)
+		if f.closing.Load() && f.reached() {
+			f.w.Stop()
+			return
+		}
+	}
+}
+
+// startClose fixes the target: everything b accepted so far. It stops the
+// watcher at once if the loop is already there; otherwise the loop will.
+func (f *outFeed[T]) startClose() {
+	pub := f.b.Stats().Published
+	var t uint64
+	if pub > f.base {
+		t = pub - f.base
+	}
+	f.target.Store(t)
+	f.closing.Store(true)
+	if f.reached() {
+		f.w.Stop()
+	}
+}
+
+// left returns how many values the loop was to handle and did not. Call it
+// once the loop has exited (after Stop), so that a value in hand is either
+// in taken or not yet handled, never both.
+func (f *outFeed[T]) left() uint64 {
+	done := f.taken.Load() + f.w.Dropped()
+	if t := f.target.Load(); t > done {
+		return t - done
+	}
+	return 0
+}
+
+// closeGrace bounds how long Close waits, after its ctx ended, for a link's
+// goroutines to notice and exit (they do at once unless a NATS call is in
+// progress).
+const closeGrace = 2 * time.Second
