@@ -237,7 +237,7 @@ func eventsFamily(name, help string) *family {
 var eventsFields = []eventsField{
 	{eventsFamily("recorded", "Events the Recorders accepted."),
 		func(s events.Stats) uint64 { return s.Recorded }},
-	{eventsFamily("invalid", "Events not recorded because their type was neither Normal nor Warning."),
+	{eventsFamily("invalid", "Events the Recorders refused as invalid (a type other than Normal or Warning, for one)."),
 		func(s events.Stats) uint64 { return s.Invalid }},
 	{eventsFamily("dropped", "Events lost before a watcher or sink saw them (a full queue, or recorded after Shutdown)."),
 		func(s events.Stats) uint64 { return s.Dropped }},

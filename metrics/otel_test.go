@@ -87,7 +87,7 @@ func otelWant(w *workload) []metricdata.Metrics {
 		sum("herald.broadcast.watcher.queued", "{value}", "Values queued for this watcher and not yet received.", false, queued...),
 		sum("herald.broadcast.watcher.ended", "{watcher}", "1 once the watcher was ended by eviction, Shutdown or its context (its Err is not nil), else 0.", false, ended...),
 		ev("recorded", "Events the Recorders accepted.", 2),
-		ev("invalid", "Events not recorded because their type was neither Normal nor Warning.", 1),
+		ev("invalid", "Events the Recorders refused as invalid (a type other than Normal or Warning, for one).", 1),
 		ev("dropped", "Events lost before a watcher or sink saw them (a full queue, or recorded after Shutdown).", 0),
 		ev("skipped", "Events the spam filter kept from a sink.", 0),
 		ev("aggregated", "Events written as part of an aggregate event.", 0),

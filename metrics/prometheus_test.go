@@ -137,7 +137,7 @@ func TestPrometheusScrape(t *testing.T) {
 		"herald_broadcast_watcher_queued":        gauge("Values queued for this watcher and not yet received."),
 		"herald_broadcast_watcher_ended":         gauge("1 once the watcher was ended by eviction, Shutdown or its context (its Err is not nil), else 0."),
 		"herald_events_recorded_total":           counter("Events the Recorders accepted."),
-		"herald_events_invalid_total":            counter("Events not recorded because their type was neither Normal nor Warning."),
+		"herald_events_invalid_total":            counter("Events the Recorders refused as invalid (a type other than Normal or Warning, for one)."),
 		"herald_events_dropped_total":            counter("Events lost before a watcher or sink saw them (a full queue, or recorded after Shutdown)."),
 		"herald_events_skipped_total":            counter("Events the spam filter kept from a sink."),
 		"herald_events_aggregated_total":         counter("Events written as part of an aggregate event."),
