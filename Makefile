@@ -6,7 +6,7 @@ BENCHTIME ?= 1s
 BENCHCOUNT ?= 6
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all test vet race tidy-check bench bench-compare bench-smoke fuzz soak cover lint demo api-check help
+.PHONY: all test vet race tidy-check bench bench-compare bench-smoke fuzz soak cover lint demo api-check help k8s natsbridge metrics live-test live demo-cluster demo-sse bench-slowsink bench-nats storm integration
 
 all: test
 
@@ -36,6 +36,7 @@ bench:
 fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzOps$$' -fuzztime $(FUZZTIME) ./broadcast/
 	$(GO) test -run '^$$' -fuzz '^FuzzCorrelator$$' -fuzztime $(FUZZTIME) ./events/
+	$(GO) test -run '^$$' -fuzz '^FuzzSinkConcurrency$$' -fuzztime $(FUZZTIME) ./events/
 
 ## soak: the long load tests (minutes; make test runs their short forms)
 soak:
@@ -72,3 +73,46 @@ api-check:
 ## help: the targets and what each does
 help:
 	@grep -h '^## ' $(MAKEFILE_LIST) | sed 's/^## /  /'
+
+## integration: the modules of their own, against real servers (k8s, natsbridge, metrics, the live demo)
+integration: k8s natsbridge metrics live-test
+
+## k8s: the Kubernetes module against a real kube-apiserver (built once per machine into ~/.cache/herald)
+k8s:
+	$(MAKE) -C k8s test
+
+## storm: 20,000 events over 500 objects into a real API server, client-go against herald (minutes)
+storm:
+	$(MAKE) -C k8s storm
+
+## natsbridge: the NATS module (embedded nats-server, child processes): vet, race, lint, tidy, bench smoke
+natsbridge:
+	$(MAKE) -C natsbridge test lint bench-smoke
+
+## bench-nats: across processes, natsbridge against bare nats.go and JetStream (minutes)
+bench-nats:
+	$(MAKE) -C natsbridge bench
+
+## demo-cluster: an embedded nats-server and three processes sharing values
+demo-cluster:
+	$(MAKE) -C natsbridge demo-cluster
+
+## metrics: the metrics module (Prometheus and OpenTelemetry exporters)
+metrics:
+	$(MAKE) -C metrics test lint
+
+## live-test: the live demo's tests, in headless Chromium (skipped without it unless HERALD_REQUIRE_BROWSER=1)
+live-test:
+	$(MAKE) -C examples/live test lint
+
+## live: the live demo: a page of watchers fed through Server-Sent Events, with /metrics (prints its URL)
+live:
+	$(MAKE) -C examples/live run
+
+## demo-sse: a stream served to Server-Sent-Events clients with Last-Event-ID resume
+demo-sse:
+	$(GO) run ./examples/sse -addr localhost:8080
+
+## bench-slowsink: herald against client-go writing to a sink that takes 2 ms per call
+bench-slowsink:
+	cd bench && $(GO) test -run '^$$' -bench SlowSink -benchtime 3x -count 3 ./eventsbench/
