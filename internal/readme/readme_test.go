@@ -95,3 +95,22 @@ func firstImport(src string) string {
 	}
 	return m[1]
 }
+
+// TestDemoIsQuiet holds `make demo` to the library's promise of quiet: the
+// demo's routine work (repeats counted, an aggregate, spam decisions)
+// writes nothing to standard error.
+func TestDemoIsQuiet(t *testing.T) {
+	cmd := exec.Command("go", "run", "../../examples/quickstart")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go run ./examples/quickstart: %v\n%s", err, stderr.Bytes())
+	}
+	if len(out) == 0 {
+		t.Error("the demo printed nothing on standard output")
+	}
+	if stderr.Len() > 0 {
+		t.Errorf("the demo wrote to standard error:\n%s", stderr.Bytes())
+	}
+}

@@ -24,10 +24,8 @@ import (
 )
 
 // sinkConcurrency makes the option that lets a sink have n calls in
-// flight. It is nil until events.WithSinkConcurrency exists; then it is
-// events.WithSinkConcurrency, and HERALD_STORM_CONCURRENCY=n adds a row
-// with it.
-var sinkConcurrency func(n int) events.Option
+// flight; HERALD_STORM_CONCURRENCY=n adds a row with it.
+var sinkConcurrency = events.WithSinkConcurrency
 
 // stormConfig is the storm's workload: events recorded as fast as one
 // goroutine can, over objects, most of them distinct.
@@ -184,7 +182,9 @@ func TestStorm(t *testing.T) {
 		rows = append(rows,
 			runClientGo(t, s, sc),
 			runHerald(t, s, sc, "herald k8s.NewBroadcaster"),
-			runHerald(t, s, sc, "herald, WithQueueLength(20000)", events.WithQueueLength(sc.events)))
+			runHerald(t, s, sc, "herald, queue 20000, 1 sink call", events.WithQueueLength(sc.events), sinkConcurrency(1)),
+			runHerald(t, s, sc, fmt.Sprintf("herald, queue 20000, %d sink calls (default)", k8s.DefaultSinkConcurrency),
+				events.WithQueueLength(sc.events)))
 		if conc > 1 {
 			rows = append(rows, runHerald(t, s, sc, fmt.Sprintf("herald, queue 20000, %d sink calls", conc),
 				events.WithQueueLength(sc.events), sinkConcurrency(conc)))
