@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -136,7 +137,8 @@ func runHerald(t *testing.T, s *apiservertest.Server, sc stormConfig, name strin
 	row := stormRow{name: name, recordTime: sc.play(rec, ns)}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	if err := b.(*k8s.Broadcaster).ShutdownContext(ctx); err != nil {
+	// Drops at the queue are what the storm measures: counted, not failed.
+	if err := b.(*k8s.Broadcaster).ShutdownContext(ctx); err != nil && !errors.Is(err, events.ErrLost) {
 		t.Fatalf("%s: Shutdown: %v", name, err)
 	}
 	row.writeTime = time.Since(start)
