@@ -2,6 +2,7 @@ package k8s_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -33,6 +34,19 @@ var quiet = events.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
 
 func pod(ns, name string) *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + name)}}
+}
+
+// shutdownLostInvalid shuts b down and checks that Shutdown reports the
+// one invalid event the test recorded as lost.
+func shutdownLostInvalid(t *testing.T, b record.EventBroadcaster) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	err := b.(*k8s.Broadcaster).ShutdownContext(ctx)
+	var lost *events.LostError
+	if !errors.As(err, &lost) || !errors.Is(err, events.ErrLost) || lost.Invalid != 1 {
+		t.Fatalf("ShutdownContext: %v, want a LostError with 1 invalid event", err)
+	}
 }
 
 func shutdown(t *testing.T, b record.EventBroadcaster) {
@@ -227,10 +241,10 @@ func TestStartStructuredLogging(t *testing.T) {
 }
 
 // TestReportsGoToKlog: without events.WithLogger, herald's reports go to
-// klog: an invalid type (Error) always, a spam-filtered event (Info) at
-// V(2) only.
+// klog: an invalid type (Error) always, a spam-filtered event (a routine
+// decision, logged at Debug) at V(6) only.
 func TestReportsGoToKlog(t *testing.T) {
-	for _, verbosity := range []int{0, 2} {
+	for _, verbosity := range []int{0, 2, 6} {
 		logged := setKlog(t, verbosity)
 		c := fake.NewClientset()
 		b := k8s.NewBroadcaster()
@@ -240,12 +254,12 @@ func TestReportsGoToKlog(t *testing.T) {
 		for i := range 30 { // the spam filter lets 25 through
 			rec.Eventf(pod("prod", "web-0"), corev1.EventTypeNormal, "R", "m%d", i%5)
 		}
-		shutdown(t, b)
+		shutdownLostInvalid(t, b)
 		text := logged.text()
 		if !strings.Contains(text, "Bogus") {
 			t.Errorf("verbosity %d: the invalid type was not reported to klog: %s", verbosity, text)
 		}
-		if skipped := strings.Contains(text, "spam filter skipped"); skipped != (verbosity >= 2) {
+		if skipped := strings.Contains(text, "spam filter skipped"); skipped != (verbosity >= 6) {
 			t.Errorf("verbosity %d: spam filter reported %v: %s", verbosity, skipped, text)
 		}
 		klog.ClearLogger()
@@ -281,7 +295,9 @@ func TestShutdownBound(t *testing.T) {
 				b.StartRecordingToSink(sink)
 				rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ctrl"})
 				rec.Event(pod("prod", "web-0"), corev1.EventTypeNormal, "Started", "up") // in the sink
-				rec.Event(pod("prod", "web-1"), corev1.EventTypeNormal, "Started", "up") // queued
+				// Queued: about the same object, so it waits for the first
+				// whatever the sink concurrency.
+				rec.Event(pod("prod", "web-0"), corev1.EventTypeNormal, "Killing", "down")
 				start := time.Now()
 				b.Shutdown()
 				if took := time.Since(start); took != tc.want {
@@ -353,7 +369,7 @@ func TestWithShutdownTimeoutIsRemoved(t *testing.T) {
 	}), nil))
 	b := k8s.NewBroadcaster(events.WithLogger(logger), k8s.WithShutdownTimeout(time.Second))
 	b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ctrl"}).Event(pod("prod", "web-0"), "Bogus", "R", "m")
-	shutdown(t, b)
+	shutdownLostInvalid(t, b)
 	mu.Lock()
 	defer mu.Unlock()
 	if !strings.Contains(buf.String(), "Bogus") {
