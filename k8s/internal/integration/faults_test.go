@@ -129,7 +129,7 @@ func TestRejectedIsNotRetried(t *testing.T) {
 	rec := b.NewRecorder(scheme.Scheme, source)
 	rec.Event(pod("no-such-namespace", "web"), corev1.EventTypeNormal, "Started", "m")
 	rec.Event(pod(ns, "web"), corev1.EventTypeNormal, "Started", "m")
-	shutdown(t, b)
+	shutdownFailed(t, b, 1)
 	if creates, _ := cs.calls(); creates != 2 {
 		t.Errorf("Create called %d times, want 2 (the rejected event once)", creates)
 	}
@@ -160,7 +160,7 @@ func TestTerminatingNamespace(t *testing.T) {
 	b.StartRecordingToSink(cs)
 	start := time.Now()
 	b.NewRecorder(scheme.Scheme, source).Event(pod(ns, "web"), corev1.EventTypeNormal, "Started", "m")
-	shutdown(t, b)
+	shutdownFailed(t, b, 1)
 	if creates, _ := cs.calls(); creates != 1 {
 		t.Errorf("Create called %d times, want once", creates)
 	}

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -61,6 +62,20 @@ func list(t testing.TB, c kubernetes.Interface, ns string) []stored {
 	}
 	slices.SortFunc(out, func(a, b stored) int { return strings.Compare(a.String(), b.String()) })
 	return out
+}
+
+// shutdownFailed shuts b down and checks that Shutdown reports failed
+// events (rejected by the server) as lost: an error wrapping
+// events.ErrLost whose Failed count is want.
+func shutdownFailed(t testing.TB, b record.EventBroadcaster, want uint64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := b.(*k8s.Broadcaster).ShutdownContext(ctx)
+	var lost *events.LostError
+	if !errors.As(err, &lost) || lost.Failed != want {
+		t.Fatalf("ShutdownContext: %v, want a LostError with %d failed", err, want)
+	}
 }
 
 func shutdown(t testing.TB, b record.EventBroadcaster) {
