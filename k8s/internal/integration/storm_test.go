@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/google/go-cmp/cmp"
 	"os"
 	"strconv"
 	"strings"
@@ -66,6 +67,7 @@ type stormRow struct {
 	occurrences int64 // sum of their counts
 	writeTime   time.Duration
 	herald      *events.Stats
+	stored      []stored // herald rows: the Events stored, sorted
 }
 
 // storedIn sums the counts of the events stored in ns.
@@ -145,6 +147,7 @@ func runHerald(t *testing.T, s *apiservertest.Server, sc stormConfig, name strin
 	st := b.(*k8s.Broadcaster).Events().Stats()
 	row.herald = &st
 	row.objects, row.occurrences = storedIn(t, c, ns)
+	row.stored = list(t, c, ns)
 	return row
 }
 
@@ -190,6 +193,20 @@ func TestStorm(t *testing.T) {
 		if conc > 1 {
 			rows = append(rows, runHerald(t, s, sc, fmt.Sprintf("herald, queue 20000, %d sink calls", conc),
 				events.WithQueueLength(sc.events), sinkConcurrency(conc)))
+		}
+		// Guarantee 8 on a real server: with a queue that holds the
+		// burst, every sink concurrency stores the same Event objects as
+		// one call at a time.
+		var one []stored
+		for _, r := range rows {
+			switch {
+			case r.name == "herald, queue 20000, 1 sink call":
+				one = r.stored
+			case one != nil && strings.HasPrefix(r.name, "herald, queue 20000,"):
+				if d := cmp.Diff(one, r.stored); d != "" {
+					t.Errorf("%s stored other Events than one sink call (-one +%s):\n%s", r.name, r.name, d)
+				}
+			}
 		}
 	}
 	var out strings.Builder
