@@ -47,6 +47,12 @@ func ExampleCollector_prometheus() {
 	// # HELP herald_broadcast_watcher_dropped_total Values this watcher lost to its policy.
 	// # TYPE herald_broadcast_watcher_dropped_total counter
 	// herald_broadcast_watcher_dropped_total{broadcaster="orders",watcher="ui"} 7
+	// # HELP herald_broadcast_watcher_ended 1 once the watcher was ended by eviction, Shutdown or its context (its Err is not nil), else 0.
+	// # TYPE herald_broadcast_watcher_ended gauge
+	// herald_broadcast_watcher_ended{broadcaster="orders",watcher="ui"} 0
+	// # HELP herald_broadcast_watcher_queued Values queued for this watcher and not yet received.
+	// # TYPE herald_broadcast_watcher_queued gauge
+	// herald_broadcast_watcher_queued{broadcaster="orders",watcher="ui"} 3
 	// # HELP herald_broadcast_watchers Watchers currently registered.
 	// # TYPE herald_broadcast_watchers gauge
 	// herald_broadcast_watchers{broadcaster="orders"} 1
