@@ -33,6 +33,8 @@ var (
 	// ackWait is how long OutStream waits for a value's ack before it
 	// publishes the unacknowledged values again (same message IDs).
 	ackWait = 5 * time.Second
+	// ackWaitMax bounds the wait for an ack after timeouts (see ack).
+	ackWaitMax = 5 * time.Second
 	// retryMin is the first pause before a republish.
 	retryMin = 50 * time.Millisecond
 )
@@ -258,6 +260,10 @@ func (o *outStream[T]) ack() {
 	timer := time.NewTimer(ackWait)
 	defer timer.Stop()
 	backoff := retryMin
+	// wait doubles after each timeout, up to ackWaitMax, so that a stream
+	// slower than ackWait to acknowledge is not flooded with republishes
+	// that each time out in turn; an ack sets it back.
+	wait := ackWait
 	for {
 		e := o.head()
 		if e == nil {
@@ -267,7 +273,7 @@ func (o *outStream[T]) ack() {
 		if e.err != nil {
 			err = e.err
 		} else {
-			timer.Reset(ackWait)
+			timer.Reset(wait)
 			select {
 			case pa := <-e.fut.Ok():
 				o.l.sent.Add(1)
@@ -278,10 +284,12 @@ func (o *outStream[T]) ack() {
 				o.l.lastSeq.Store(o.lastAck)
 				o.pop()
 				backoff = retryMin
+				wait = ackWait
 				continue
 			case err = <-e.fut.Err():
 			case <-timer.C:
 				err = jetstream.ErrAsyncPublishTimeout
+				wait = min(2*wait, max(ackWait, ackWaitMax))
 			case <-o.abort:
 				return
 			}
