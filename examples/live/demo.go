@@ -29,7 +29,7 @@ const broadcasterName = "ticks"
 // A kind is one panel of the page: a watcher policy and how fast its
 // reader (the server side of the Server-Sent Events stream) reads.
 type kind struct {
-	Policy string        // shown on the page
+	Policy string // shown on the page
 	opts   []broadcast.Option
 	Queue  int           // queue length, shown on the page
 	Delay  time.Duration // the reader's pause after each value: a slow reader

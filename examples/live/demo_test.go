@@ -227,7 +227,7 @@ func TestStreamsAndMetrics(t *testing.T) {
 	for key, want := range map[string]float64{
 		"herald_broadcast_watcher_dropped_total{" + lossyName + "}":    float64(ev.Dropped),
 		"herald_broadcast_watcher_dropped_total{" + losslessName + "}": 0,
-		"herald_broadcast_watchers":                                     2,
+		"herald_broadcast_watchers":                                    2,
 	} {
 		if v, ok := got[key]; !ok || v != want {
 			t.Errorf("/metrics %s = %v (present %v), want %v", key, v, ok, want)
