@@ -161,20 +161,7 @@ func In[T any](nc *nats.Conn, subject string, c Codec[T], b *broadcast.Broadcast
 				checkDropped(s)
 			}
 		}
-		v, err := c.Unmarshal(m.Data)
-		if err != nil {
-			l.fail("a message could not be decoded", err)
-			return
-		}
-		if err := b.PublishContext(ctx, v); err != nil {
-			if ctx.Err() != nil {
-				l.fail("a received message was not published: Close's context ended", err)
-			} else {
-				l.fail("a message could not be published on the broadcaster", err)
-			}
-			return
-		}
-		l.received.Add(1)
+		deliver(ctx, l, c, b, m.Data)
 	}
 	s, err := nc.Subscribe(subject, handler)
 	if err != nil {

@@ -215,3 +215,23 @@ func (f *outFeed[T]) left() uint64 {
 // goroutines to notice and exit (they do at once unless a NATS call is in
 // progress).
 const closeGrace = 2 * time.Second
+
+// deliver decodes one received message and publishes it on b, for In and
+// InStream: a message that cannot be decoded or published is counted in
+// Failed and reported, and the link goes on; ctx is canceled by Close.
+func deliver[T any](ctx context.Context, l *Link, c Codec[T], b *broadcast.Broadcaster[T], data []byte) {
+	v, err := c.Unmarshal(data)
+	if err != nil {
+		l.fail("a message could not be decoded", err)
+		return
+	}
+	if err := b.PublishContext(ctx, v); err != nil {
+		if ctx.Err() != nil {
+			l.fail("a received message was not published: Close's context ended", err)
+		} else {
+			l.fail("a message could not be published on the broadcaster", err)
+		}
+		return
+	}
+	l.received.Add(1)
+}

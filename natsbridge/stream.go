@@ -418,20 +418,7 @@ func InStream[T any](js jetstream.JetStream, stream, subject string, from uint64
 		if md, err := m.Metadata(); err == nil {
 			defer l.lastSeq.Store(md.Sequence.Stream)
 		}
-		v, err := c.Unmarshal(m.Data())
-		if err != nil {
-			l.fail("a message could not be decoded", err)
-			return
-		}
-		if err := b.PublishContext(ctx, v); err != nil {
-			if ctx.Err() != nil {
-				l.fail("a received message was not published: Close's context ended", err)
-			} else {
-				l.fail("a message could not be published on the broadcaster", err)
-			}
-			return
-		}
-		l.received.Add(1)
+		deliver(ctx, l, c, b, m.Data())
 	}
 	cc, err := cons.Consume(handler)
 	if err != nil {
