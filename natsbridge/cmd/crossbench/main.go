@@ -3,23 +3,40 @@
 // process (this program re-executed), through natsbridge (Out and In: one
 // herald broadcaster on each side) against a bare nats.go publisher and
 // subscriber with the same codec, and through JetStream (OutStream and
-// InStream), side by side against one embedded nats-server.
+// InStream), side by side against one embedded nats-server, and prints the
+// verdict against natsbridge's targets (issue 16): at least 0.90 of bare's
+// values/s, a p99 at most 1.15 times bare's.
 //
-// Throughput: per round, each mode in turn (the order reversed every other
-// round) publishes N values back to back to a fresh child; values/s is N
-// over the time from the first Publish to the last value received. The
-// "vs bare" ratio is the median of each round's ratio.
+// Modes (-modes, bare first):
 //
-// Latency: per round, one child listens on every mode at once and the
-// modes take turns value by value (bare, natsbridge, jetstream, bare, ...),
-// one every gap: well under capacity, so that queueing does not dominate,
-// and every mode sees the same moments of the machine's load. Each value
+//	bare        nats.go alone: codec.Marshal + nc.Publish; nc.Subscribe + codec.Unmarshal
+//	natsbridge  Out (Block watcher) from an outbox; In into an inbox read by a Block watcher through All()
+//	jetstream   OutStream and InStream on a file-backed stream
+//	hops        diagnostic: bare's nats.go code plus, written inline without natsbridge,
+//	            the two broadcast hops natsbridge has (publisher -> outbox -> a goroutine
+//	            reading All() that encodes and publishes; handler -> inbox -> watcher)
+//	hop-in      diagnostic: bare plus only the receiving process's broadcast hop
+//
+// The machine this runs on is shared and noisy, so every comparison is made
+// within a round and only then summarized. Throughput: per round, each mode
+// publishes N values back to back to a fresh child, twice, in mirrored
+// order (A B C C B A, the starting mode rotating from round to round), so
+// that a drift of the machine's load during the round touches every mode
+// alike; a mode's rate in the round is its values over its time in both
+// runs, and the "vs bare" ratio is the median over rounds of each round's
+// ratio. Latency: per round, one child listens on every mode at once and
+// the modes take turns value by value (the first of each turn rotating),
+// one value every gap: well under capacity, so that queueing does not
+// dominate, and every mode sees the same moments of load. Each value
 // carries the time its Publish began; the child takes the time its watcher
-// (or the bare subscriber) receives it. p50 and p99 are per round, then
-// the median of the rounds.
+// (or the bare subscriber) receives it. p50 and p99 are per round, ratios
+// per round, then medians over rounds, with the middle half of the rounds'
+// ratios beside them.
 //
-//	go run ./cmd/crossbench                 # 9 rounds, the figures in README.md
+//	go run ./cmd/crossbench                 # the figures in README.md
+//	go run ./cmd/crossbench -modes bare,natsbridge,hops,hop-in   # where the difference goes
 //	go run ./cmd/crossbench -smoke          # one tiny round: the harness works (CI)
+//	go run ./cmd/crossbench -profile DIR    # CPU profiles of the parent and of each child
 package main
 
 import (
@@ -31,6 +48,9 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,18 +74,23 @@ type sample struct {
 var codec = natsbridge.JSON[sample]()
 
 const (
-	childEnv = "CROSSBENCH_CHILD"
-	stream   = "BENCH"
+	childEnv   = "CROSSBENCH_CHILD"
+	profileEnv = "CROSSBENCH_PROFILE"
+	stream     = "BENCH"
 )
 
-var allModes = []string{"bare", "natsbridge", "jetstream"}
+// The targets natsbridge is held to against bare nats.go (issue 16).
+const (
+	targetRate = 0.90 // natsbridge values/s over bare's, at least
+	targetP99  = 1.15 // natsbridge p99 over bare's, at most
+)
 
-// outQueue is the queue length of the natsbridge mode's Out watcher;
-// natsbridge-deep (not in the default modes) gives it deepQueue, more than
-// a throughput run publishes, so that its publisher never waits.
-var outQueue = broadcast.DefaultQueueLength
-
-const deepQueue = 1 << 20
+var (
+	allModes  = []string{"bare", "natsbridge", "jetstream", "hops", "hop-in"}
+	defModes  = []string{"bare", "natsbridge", "jetstream"}
+	outQueue  = broadcast.DefaultQueueLength
+	loadStart string
+)
 
 // subject gives each mode its own subject; only jetstream's is in the stream.
 func subject(mode string) string {
@@ -92,24 +117,77 @@ func main() {
 		}
 		return
 	}
-	rounds := flag.Int("rounds", 9, "rounds; each runs every mode")
-	n := flag.Int("n", 200_000, "values per throughput run")
+	rounds := flag.Int("rounds", 15, "rounds; each runs every mode")
+	n := flag.Int("n", 200_000, "values per throughput run (each mode runs twice per round)")
 	l := flag.Int("lat", 5_000, "values per mode in a latency run")
-	gap := flag.Duration("gap", 100*time.Microsecond, "pause between values in a latency run")
-	modesFlag := flag.String("modes", strings.Join(allModes, ","), "modes, comma-separated (bare first)")
+	gap := flag.Duration("gap", 100*time.Microsecond, "pause between values in a latency run (time.Sleep: at least this, about 1 ms on Linux when the process is otherwise idle; the summary prints the mean)")
+	modesFlag := flag.String("modes", strings.Join(defModes, ","), "modes, comma-separated, bare first: "+strings.Join(allModes, ", "))
 	smoke := flag.Bool("smoke", false, "one tiny round: check the harness, not the figures")
-	flag.IntVar(&outQueue, "outq", outQueue, "queue length of the natsbridge mode's Out watcher (Block)")
+	flag.IntVar(&outQueue, "outq", outQueue, "queue length of the Block watcher on the sending side (natsbridge, hops)")
+	profile := flag.String("profile", "", "write CPU profiles of this process (parent.pprof) and of each child (child-MODES-PID.pprof) to this directory")
 	flag.Parse()
+	modes := strings.Split(*modesFlag, ",")
+	if modes[0] != "bare" {
+		fmt.Fprintln(os.Stderr, "crossbench: -modes must start with bare")
+		os.Exit(2)
+	}
+	for _, m := range modes {
+		if !slices.Contains(allModes, m) {
+			fmt.Fprintf(os.Stderr, "crossbench: unknown mode %q\n", m)
+			os.Exit(2)
+		}
+	}
 	if *smoke {
 		*rounds, *n, *l = 1, 2_000, 100
 	}
-	if err := run(*rounds, *n, *l, *gap, strings.Split(*modesFlag, ",")); err != nil {
+	stopProfile := func() {}
+	if *profile != "" {
+		stop, err := startProfile(filepath.Join(*profile, "parent.pprof"))
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "crossbench:", err)
+			os.Exit(1)
+		}
+		stopProfile = stop
+		os.Setenv(profileEnv, *profile)
+	}
+	err := run(*rounds, *n, *l, *gap, modes, *smoke)
+	stopProfile()
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "crossbench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(rounds, n, l int, gap time.Duration, modes []string) error {
+// startProfile starts a CPU profile written to path; the returned function
+// stops it.
+func startProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// loadavg returns the machine's load averages, or "?".
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func run(rounds, n, l int, gap time.Duration, modes []string, smoke bool) error {
+	loadStart = loadavg()
+	began := time.Now().UTC()
 	dir, err := os.MkdirTemp("", "crossbench")
 	if err != nil {
 		return err
@@ -137,16 +215,23 @@ func run(rounds, n, l int, gap time.Duration, modes []string) error {
 	rate := map[string][]float64{}
 	p50 := map[string][]float64{}
 	p99 := map[string][]float64{}
+	var gaps []time.Duration // the mean time between two values of a latency run, per round
 	for r := 0; r < rounds; r++ {
-		order := slices.Clone(modes)
-		if r%2 == 1 {
-			slices.Reverse(order)
+		// A B C C B A, starting at a different mode each round.
+		order := make([]string, 0, 2*len(modes))
+		for i := range modes {
+			order = append(order, modes[(i+r)%len(modes)])
 		}
+		for i := len(modes) - 1; i >= 0; i-- {
+			order = append(order, order[i])
+		}
+		got := map[string]int{}
+		took := map[string]time.Duration{}
 		for _, mode := range order {
 			if err := freshStream(); err != nil {
 				return err
 			}
-			start, reps, err := runChild(srv.URL(), []string{mode}, n, 0, func(publish func(int, sample) error) error {
+			start, reps, err := runChild(srv.URL(), []string{mode}, n, func(publish func(int, sample) error) error {
 				for i := 1; i <= n; i++ {
 					if err := publish(0, sample{Seq: uint64(i), T: time.Now().UnixNano()}); err != nil {
 						return err
@@ -158,16 +243,27 @@ func run(rounds, n, l int, gap time.Duration, modes []string) error {
 				return fmt.Errorf("%s throughput, round %d: %w", mode, r+1, err)
 			}
 			rep := reps[0]
-			vps := float64(rep.Received) / (float64(rep.LastRecv-start.UnixNano()) / 1e9)
-			rate[mode] = append(rate[mode], vps)
-			fmt.Fprintf(os.Stderr, "round %d %-10s %9.0f values/s (received %d/%d)\n", r+1, mode, vps, rep.Received, n)
+			if rep.Received != n {
+				return fmt.Errorf("%s throughput, round %d: received %d of %d", mode, r+1, rep.Received, n)
+			}
+			d := time.Duration(rep.LastRecv - start.UnixNano())
+			got[mode] += rep.Received
+			took[mode] += d
+			fmt.Fprintf(os.Stderr, "round %d %-10s %9.0f values/s\n", r+1, mode, float64(rep.Received)/d.Seconds())
+		}
+		for _, mode := range modes {
+			rate[mode] = append(rate[mode], float64(got[mode])/took[mode].Seconds())
 		}
 		if err := freshStream(); err != nil {
 			return err
 		}
-		_, reps, err := runChild(srv.URL(), modes, l, gap, func(publish func(int, sample) error) error {
+		var sent time.Duration
+		_, reps, err := runChild(srv.URL(), modes, l, func(publish func(int, sample) error) error {
+			t0 := time.Now()
+			defer func() { sent += time.Since(t0) }()
 			for i := 1; i <= l; i++ {
-				for m := range modes {
+				for k := range modes {
+					m := (i + k) % len(modes)
 					if err := publish(m, sample{Seq: uint64(i), T: time.Now().UnixNano()}); err != nil {
 						return err
 					}
@@ -179,41 +275,83 @@ func run(rounds, n, l int, gap time.Duration, modes []string) error {
 		if err != nil {
 			return fmt.Errorf("latency, round %d: %w", r+1, err)
 		}
+		gaps = append(gaps, sent/time.Duration(l*len(modes)))
 		for i, mode := range modes {
+			if reps[i].Received != l {
+				return fmt.Errorf("%s latency, round %d: received %d of %d", mode, r+1, reps[i].Received, l)
+			}
 			p50[mode] = append(p50[mode], reps[i].P50)
 			p99[mode] = append(p99[mode], reps[i].P99)
-			fmt.Fprintf(os.Stderr, "round %d %-10s p50 %7.1f µs  p99 %7.1f µs (received %d/%d)\n", r+1, mode, reps[i].P50, reps[i].P99, reps[i].Received, l)
+			fmt.Fprintf(os.Stderr, "round %d %-10s p50 %7.1f µs  p99 %7.1f µs\n", r+1, mode, reps[i].P50, reps[i].P99)
 		}
 	}
-
-	fmt.Printf("crossbench, %s: %d rounds; throughput %d values back to back per run; latency %d values per mode, modes taking turns, one value every %v\n\n",
-		time.Now().UTC().Format("2006-01-02 15:04 MST"), rounds, n, l, gap)
-	fmt.Println("| mode | values/s | vs bare | p50 µs | p99 µs | p99 vs bare |")
-	fmt.Println("| --- | ---: | ---: | ---: | ---: | ---: |")
-	ratio := func(xs, base []float64) string {
-		if len(xs) != len(base) || len(xs) == 0 {
-			return "-"
-		}
-		rs := make([]float64, len(xs))
-		for i := range xs {
-			rs[i] = xs[i] / base[i]
-		}
-		return fmt.Sprintf("%.2f", median(rs))
-	}
-	for _, mode := range modes {
-		fmt.Printf("| %s | %.0f | %s | %.1f | %.1f | %s |\n", mode,
-			median(rate[mode]), ratio(rate[mode], rate["bare"]),
-			median(p50[mode]), median(p99[mode]), ratio(p99[mode], p99["bare"]))
-	}
+	summarize(os.Stdout, began, rounds, n, l, gap, slices.Min(gaps), slices.Max(gaps), modes, rate, p50, p99, smoke)
 	return nil
+}
+
+// summarize prints the table and the verdict.
+func summarize(w io.Writer, began time.Time, rounds, n, l int, gap, minGap, maxGap time.Duration, modes []string, rate, p50, p99 map[string][]float64, smoke bool) {
+	fmt.Fprintf(w, "crossbench, %s, %s, GOMAXPROCS %d, load average %s at the start, %s at the end\n",
+		began.Format("2006-01-02 15:04 MST"), runtime.Version(), runtime.GOMAXPROCS(0), loadStart, loadavg())
+	fmt.Fprintf(w, "%d rounds; throughput: %d values back to back per run, each mode twice per round in mirrored order; latency: %d values per mode per round, modes taking turns, a pause of %v between values (from one value to the next: %v-%v on average, depending on the round)\n\n",
+		rounds, n, l, gap, minGap.Round(time.Microsecond), maxGap.Round(time.Microsecond))
+	fmt.Fprintln(w, "| mode | values/s | vs bare | p50 µs | p50 vs bare | p99 µs | p99 vs bare |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+	for _, mode := range modes {
+		fmt.Fprintf(w, "| %s | %.0f | %s | %.1f | %s | %.1f | %s |\n", mode,
+			median(rate[mode]), spread(ratios(rate[mode], rate["bare"])),
+			median(p50[mode]), spread(ratios(p50[mode], p50["bare"])),
+			median(p99[mode]), spread(ratios(p99[mode], p99["bare"])))
+	}
+	fmt.Fprintln(w, "\n(ratios: the median over rounds of each round's ratio, with the middle half of the rounds' ratios in brackets)")
+	if !slices.Contains(modes, "natsbridge") {
+		return
+	}
+	if smoke {
+		fmt.Fprintln(w, "\nverdict: none (-smoke checks the harness, it measures nothing)")
+		return
+	}
+	tr := median(ratios(rate["natsbridge"], rate["bare"]))
+	tp := median(ratios(p99["natsbridge"], p99["bare"]))
+	met := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "MISSED"
+	}
+	fmt.Fprintf(w, "\nverdict: natsbridge values/s %.2f of bare's (target >= %.2f): %s; p99 %.2f of bare's (target <= %.2f): %s\n",
+		tr, targetRate, met(tr >= targetRate), tp, targetP99, met(tp <= targetP99))
+}
+
+// ratios returns xs[i]/base[i] for each round.
+func ratios(xs, base []float64) []float64 {
+	if len(xs) != len(base) {
+		return nil
+	}
+	rs := make([]float64, len(xs))
+	for i := range xs {
+		rs[i] = xs[i] / base[i]
+	}
+	return rs
+}
+
+// spread formats the median of rs and, with 3 or more, its middle half.
+func spread(rs []float64) string {
+	if len(rs) == 0 {
+		return "-"
+	}
+	s := slices.Sorted(slices.Values(rs))
+	if len(s) < 3 {
+		return fmt.Sprintf("%.2f", median(s))
+	}
+	return fmt.Sprintf("%.2f [%.2f-%.2f]", median(s), s[(len(s)-1)/4], s[(3*(len(s)-1)+3)/4])
 }
 
 func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return 0
 	}
-	xs = slices.Clone(xs)
-	slices.Sort(xs)
+	xs = slices.Sorted(slices.Values(xs))
 	if len(xs)%2 == 1 {
 		return xs[len(xs)/2]
 	}
@@ -232,26 +370,57 @@ func newSender(url, mode string) (*sender, error) {
 		return nil, err
 	}
 	subj := subject(mode)
+	bare := func(s sample) error {
+		data, err := codec.Marshal(s)
+		if err != nil {
+			return err
+		}
+		return nc.Publish(subj, data)
+	}
+	block := []broadcast.Option{broadcast.WithPolicy(broadcast.Block), broadcast.WithQueueLength(outQueue)}
 	switch mode {
-	case "bare":
+	case "bare", "hop-in":
 		return &sender{
-			publish: func(s sample) error {
-				data, err := codec.Marshal(s)
-				if err != nil {
+			publish: bare,
+			close:   func() error { defer nc.Close(); return nc.Flush() },
+		}, nil
+	case "hops":
+		// The outbox hop without natsbridge: a Block watcher read by one
+		// goroutine that does what bare's publisher does.
+		outbox := broadcast.New[sample]()
+		w, err := outbox.Watch(block...)
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		done := make(chan error, 1)
+		go func() {
+			var first error
+			for s := range w.All() {
+				if err := bare(s); err != nil && first == nil {
+					first = err
+				}
+			}
+			done <- first
+		}()
+		return &sender{
+			publish: outbox.Publish,
+			close: func() error {
+				defer nc.Close()
+				if err := outbox.Shutdown(context.Background()); err != nil {
 					return err
 				}
-				return nc.Publish(subj, data)
+				if err := <-done; err != nil {
+					return err
+				}
+				return nc.Flush()
 			},
-			close: func() error { defer nc.Close(); return nc.Flush() },
 		}, nil
-	case "natsbridge", "natsbridge-deep", "jetstream":
+	case "natsbridge", "jetstream":
 		outbox := broadcast.New[sample]()
 		var link *natsbridge.Link
-		if q := outQueue; mode != "jetstream" {
-			if mode == "natsbridge-deep" {
-				q = deepQueue
-			}
-			link, err = natsbridge.Out(outbox, nc, subj, codec, broadcast.WithPolicy(broadcast.Block), broadcast.WithQueueLength(q))
+		if mode == "natsbridge" {
+			link, err = natsbridge.Out(outbox, nc, subj, codec, block...)
 		} else {
 			var js jetstream.JetStream
 			if js, err = jetstream.New(nc); err == nil {
@@ -271,6 +440,9 @@ func newSender(url, mode string) (*sender, error) {
 				if err := link.Close(ctx); err != nil {
 					return err
 				}
+				if st := link.Stats(); st.Failed+st.Dropped > 0 {
+					return fmt.Errorf("%s: %d failed, %d dropped", mode, st.Failed, st.Dropped)
+				}
 				return outbox.Shutdown(ctx)
 			},
 		}, nil
@@ -282,7 +454,7 @@ func newSender(url, mode string) (*sender, error) {
 // runChild starts a child listening on modes, each expecting want values,
 // runs load with a publish function per mode index, and returns when the
 // load began and the child's reports, one per mode.
-func runChild(url string, modes []string, want int, gap time.Duration, load func(publish func(int, sample) error) error) (time.Time, []report, error) {
+func runChild(url string, modes []string, want int, load func(publish func(int, sample) error) error) (time.Time, []report, error) {
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), childEnv+"=1", "CROSSBENCH_URL="+url,
 		"CROSSBENCH_MODES="+strings.Join(modes, ","), "CROSSBENCH_WANT="+strconv.Itoa(want))
@@ -306,13 +478,18 @@ func runChild(url string, modes []string, want int, gap time.Duration, load func
 	if _, err := expect("ready"); err != nil {
 		return time.Time{}, nil, err
 	}
-	senders := make([]*sender, len(modes))
-	for i, m := range modes {
+	senders := make([]*sender, 0, len(modes))
+	defer func() {
+		for _, s := range senders {
+			_ = s.close()
+		}
+	}()
+	for _, m := range modes {
 		s, err := newSender(url, m)
 		if err != nil {
 			return time.Time{}, nil, err
 		}
-		senders[i] = s
+		senders = append(senders, s)
 	}
 	start := time.Now()
 	err := load(func(i int, s sample) error { return senders[i].publish(s) })
@@ -321,6 +498,7 @@ func runChild(url string, modes []string, want int, gap time.Duration, load func
 			err = cerr
 		}
 	}
+	senders = nil
 	if err != nil {
 		return start, nil, err
 	}
@@ -343,6 +521,14 @@ func child() error {
 	modes := strings.Split(os.Getenv("CROSSBENCH_MODES"), ",")
 	want, _ := strconv.Atoi(os.Getenv("CROSSBENCH_WANT"))
 	url := os.Getenv("CROSSBENCH_URL")
+	stopProfile := func() {}
+	if dir := os.Getenv(profileEnv); dir != "" {
+		stop, err := startProfile(filepath.Join(dir, fmt.Sprintf("child-%s-%d.pprof", strings.Join(modes, "+"), os.Getpid())))
+		if err != nil {
+			return err
+		}
+		stopProfile = stop
+	}
 	var (
 		mu    sync.Mutex // guards reps
 		reps  = make([]report, len(modes))
@@ -369,6 +555,27 @@ func child() error {
 			return err
 		}
 		stops = append(stops, nc.Close)
+		// watch starts the reader of the inbox that natsbridge, jetstream
+		// and the hop modes deliver into: a Block watcher read through All().
+		watch := func(inbox *broadcast.Broadcaster[sample], closeLink func()) error {
+			w, err := inbox.Watch(broadcast.WithPolicy(broadcast.Block))
+			if err != nil {
+				return err
+			}
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				for s := range w.All() {
+					recv(s)
+				}
+			}()
+			stops = append(stops, func() {
+				closeLink()
+				_ = inbox.Shutdown(context.Background())
+				<-done
+			})
+			return nil
+		}
 		switch mode {
 		case "bare":
 			sub, err := nc.Subscribe(subject(mode), func(m *nats.Msg) {
@@ -380,14 +587,26 @@ func child() error {
 				return err
 			}
 			_ = sub.SetPendingLimits(-1, -1)
-		case "natsbridge", "natsbridge-deep", "jetstream":
+		case "hops", "hop-in":
+			// The inbox hop without natsbridge: bare's handler publishes
+			// on a broadcaster instead of recording.
 			inbox := broadcast.New[sample]()
-			w, err := inbox.Watch(broadcast.WithPolicy(broadcast.Block))
+			if err := watch(inbox, func() {}); err != nil {
+				return err
+			}
+			sub, err := nc.Subscribe(subject(mode), func(m *nats.Msg) {
+				if s, err := codec.Unmarshal(m.Data); err == nil {
+					_ = inbox.Publish(s)
+				}
+			})
 			if err != nil {
 				return err
 			}
+			_ = sub.SetPendingLimits(-1, -1)
+		case "natsbridge", "jetstream":
+			inbox := broadcast.New[sample]()
 			var link *natsbridge.Link
-			if mode != "jetstream" {
+			if mode == "natsbridge" {
 				if link, err = natsbridge.In(nc, subject(mode), codec, inbox); err == nil {
 					err = link.SetPendingLimits(-1, -1)
 				}
@@ -400,18 +619,9 @@ func child() error {
 			if err != nil {
 				return err
 			}
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				for s := range w.All() {
-					recv(s)
-				}
-			}()
-			stops = append(stops, func() {
-				_ = link.Close(context.Background())
-				_ = inbox.Shutdown(context.Background())
-				<-done
-			})
+			if err := watch(inbox, func() { _ = link.Close(context.Background()) }); err != nil {
+				return err
+			}
 		default:
 			return fmt.Errorf("unknown mode %q", mode)
 		}
@@ -453,6 +663,7 @@ func child() error {
 	}
 	data, _ := json.Marshal(reps)
 	mu.Unlock()
+	stopProfile() // before the result: the parent kills the child soon after
 	fmt.Printf("result %s\n", data)
 	_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 	return nil
