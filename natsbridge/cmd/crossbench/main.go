@@ -33,8 +33,8 @@
 // per round, then medians over rounds, with the middle half of the rounds'
 // ratios beside them.
 //
-//	go run ./cmd/crossbench                 # the figures in README.md
-//	go run ./cmd/crossbench -modes bare,natsbridge,hops,hop-in   # where the difference goes
+//	go run ./cmd/crossbench                 # every mode: the figures in README.md
+//	go run ./cmd/crossbench -modes bare,natsbridge   # the two that the targets compare
 //	go run ./cmd/crossbench -smoke          # one tiny round: the harness works (CI)
 //	go run ./cmd/crossbench -profile DIR    # CPU profiles of the parent and of each child
 package main
@@ -87,7 +87,6 @@ const (
 
 var (
 	allModes  = []string{"bare", "natsbridge", "jetstream", "hops", "hop-in"}
-	defModes  = []string{"bare", "natsbridge", "jetstream"}
 	outQueue  = broadcast.DefaultQueueLength
 	loadStart string
 )
@@ -121,7 +120,7 @@ func main() {
 	n := flag.Int("n", 200_000, "values per throughput run (each mode runs twice per round)")
 	l := flag.Int("lat", 5_000, "values per mode in a latency run")
 	gap := flag.Duration("gap", 100*time.Microsecond, "pause between values in a latency run (time.Sleep: at least this, about 1 ms on Linux when the process is otherwise idle; the summary prints the mean)")
-	modesFlag := flag.String("modes", strings.Join(defModes, ","), "modes, comma-separated, bare first: "+strings.Join(allModes, ", "))
+	modesFlag := flag.String("modes", strings.Join(allModes, ","), "modes, comma-separated, bare first: "+strings.Join(allModes, ", "))
 	smoke := flag.Bool("smoke", false, "one tiny round: check the harness, not the figures")
 	flag.IntVar(&outQueue, "outq", outQueue, "queue length of the Block watcher on the sending side (natsbridge, hops)")
 	profile := flag.String("profile", "", "write CPU profiles of this process (parent.pprof) and of each child (child-MODES-PID.pprof) to this directory")
