@@ -33,6 +33,14 @@
 // per round, then medians over rounds, with the middle half of the rounds'
 // ratios beside them.
 //
+// CPU per value: in the throughput runs, the user and system time both
+// processes used (getrusage; the parent's includes the embedded server)
+// over the values. Other processes on the machine change it much less than
+// they change values/s, so it shows what each mode costs; on a machine
+// whose cores are all busy, values/s follows it. The per-run lines on
+// standard error split it between the processes and add the voluntary
+// context switches per value (threads that went to sleep in the kernel).
+//
 //	go run ./cmd/crossbench                 # every mode: the figures in README.md
 //	go run ./cmd/crossbench -modes bare,natsbridge   # the two that the targets compare
 //	go run ./cmd/crossbench -smoke          # one tiny round: the harness works (CI)
@@ -106,6 +114,8 @@ type report struct {
 	Lat      []float64 `json:"-"`
 	P50      float64   `json:"p50_us"`
 	P99      float64   `json:"p99_us"`
+	CPU      int64     `json:"cpu_ns"` // the child's CPU time from ready to its last value
+	Waits    int64     `json:"waits"`  // the child's voluntary context switches meanwhile
 }
 
 func main() {
@@ -212,6 +222,7 @@ func run(rounds, n, l int, gap time.Duration, modes []string, smoke bool) error 
 	}
 
 	rate := map[string][]float64{}
+	cpu := map[string][]float64{} // CPU µs per value, both processes, per round
 	p50 := map[string][]float64{}
 	p99 := map[string][]float64{}
 	var gaps []time.Duration // the mean time between two values of a latency run, per round
@@ -226,11 +237,12 @@ func run(rounds, n, l int, gap time.Duration, modes []string, smoke bool) error 
 		}
 		got := map[string]int{}
 		took := map[string]time.Duration{}
+		spent := map[string]int64{} // CPU ns, parent and child
 		for _, mode := range order {
 			if err := freshStream(); err != nil {
 				return err
 			}
-			start, reps, err := runChild(srv.URL(), []string{mode}, n, func(publish func(int, sample) error) error {
+			start, reps, pcpu, err := runChildCPU(srv.URL(), []string{mode}, n, func(publish func(int, sample) error) error {
 				for i := 1; i <= n; i++ {
 					if err := publish(0, sample{Seq: uint64(i), T: time.Now().UnixNano()}); err != nil {
 						return err
@@ -248,10 +260,14 @@ func run(rounds, n, l int, gap time.Duration, modes []string, smoke bool) error 
 			d := time.Duration(rep.LastRecv - start.UnixNano())
 			got[mode] += rep.Received
 			took[mode] += d
-			fmt.Fprintf(os.Stderr, "round %d %-10s %9.0f values/s\n", r+1, mode, float64(rep.Received)/d.Seconds())
+			spent[mode] += pcpu[0] + rep.CPU
+			fmt.Fprintf(os.Stderr, "round %d %-10s %9.0f values/s; per value: CPU µs %.2f here + %.2f in the child, thread waits %.3f here + %.3f in the child\n", r+1, mode,
+				float64(rep.Received)/d.Seconds(), float64(pcpu[0])/float64(n)/1e3, float64(rep.CPU)/float64(n)/1e3,
+				float64(pcpu[1])/float64(n), float64(rep.Waits)/float64(n))
 		}
 		for _, mode := range modes {
 			rate[mode] = append(rate[mode], float64(got[mode])/took[mode].Seconds())
+			cpu[mode] = append(cpu[mode], float64(spent[mode])/float64(got[mode])/1e3)
 		}
 		if err := freshStream(); err != nil {
 			return err
@@ -284,25 +300,26 @@ func run(rounds, n, l int, gap time.Duration, modes []string, smoke bool) error 
 			fmt.Fprintf(os.Stderr, "round %d %-10s p50 %7.1f µs  p99 %7.1f µs\n", r+1, mode, reps[i].P50, reps[i].P99)
 		}
 	}
-	summarize(os.Stdout, began, rounds, n, l, gap, slices.Min(gaps), slices.Max(gaps), modes, rate, p50, p99, smoke)
+	summarize(os.Stdout, began, rounds, n, l, gap, slices.Min(gaps), slices.Max(gaps), modes, rate, cpu, p50, p99, smoke)
 	return nil
 }
 
 // summarize prints the table and the verdict.
-func summarize(w io.Writer, began time.Time, rounds, n, l int, gap, minGap, maxGap time.Duration, modes []string, rate, p50, p99 map[string][]float64, smoke bool) {
+func summarize(w io.Writer, began time.Time, rounds, n, l int, gap, minGap, maxGap time.Duration, modes []string, rate, cpu, p50, p99 map[string][]float64, smoke bool) {
 	fmt.Fprintf(w, "crossbench, %s, %s, GOMAXPROCS %d, load average %s at the start, %s at the end\n",
 		began.Format("2006-01-02 15:04 MST"), runtime.Version(), runtime.GOMAXPROCS(0), loadStart, loadavg())
 	fmt.Fprintf(w, "%d rounds; throughput: %d values back to back per run, each mode twice per round in mirrored order; latency: %d values per mode per round, modes taking turns, a pause of %v between values (from one value to the next: %v-%v on average, depending on the round)\n\n",
 		rounds, n, l, gap, minGap.Round(time.Microsecond), maxGap.Round(time.Microsecond))
-	fmt.Fprintln(w, "| mode | values/s | vs bare | p50 µs | p50 vs bare | p99 µs | p99 vs bare |")
-	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Fprintln(w, "| mode | values/s | vs bare | CPU µs/value | vs bare | p50 µs | p50 vs bare | p99 µs | p99 vs bare |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, mode := range modes {
-		fmt.Fprintf(w, "| %s | %.0f | %s | %.1f | %s | %.1f | %s |\n", mode,
+		fmt.Fprintf(w, "| %s | %.0f | %s | %.2f | %s | %.1f | %s | %.1f | %s |\n", mode,
 			median(rate[mode]), spread(ratios(rate[mode], rate["bare"])),
+			median(cpu[mode]), spread(ratios(cpu[mode], cpu["bare"])),
 			median(p50[mode]), spread(ratios(p50[mode], p50["bare"])),
 			median(p99[mode]), spread(ratios(p99[mode], p99["bare"])))
 	}
-	fmt.Fprintln(w, "\n(ratios: the median over rounds of each round's ratio, with the middle half of the rounds' ratios in brackets)")
+	fmt.Fprintln(w, "\n(ratios: the median over rounds of each round's ratio, with the middle half of the rounds' ratios in brackets; CPU: user and system time of both processes, the embedded server included, in the throughput runs, per value)")
 	if !slices.Contains(modes, "natsbridge") {
 		return
 	}
@@ -320,6 +337,13 @@ func summarize(w io.Writer, began time.Time, rounds, n, l int, gap, minGap, maxG
 	}
 	fmt.Fprintf(w, "\nverdict: natsbridge values/s %.2f of bare's (target >= %.2f): %s; p99 %.2f of bare's (target <= %.2f): %s\n",
 		tr, targetRate, met(tr >= targetRate), tp, targetP99, met(tp <= targetP99))
+	for _, m := range []string{"hops", "hop-in"} {
+		if slices.Contains(modes, m) {
+			fmt.Fprintf(w, "for comparison, %s (bare nats.go plus broadcast hops, no natsbridge code): values/s %.2f of bare's, CPU per value %.2f of bare's, p99 %.2f of bare's\n",
+				m, median(ratios(rate[m], rate["bare"])), median(ratios(cpu[m], cpu["bare"])), median(ratios(p99[m], p99["bare"])))
+		}
+	}
+	fmt.Fprintf(w, "natsbridge CPU per value: %.2f of bare's\n", median(ratios(cpu["natsbridge"], cpu["bare"])))
 }
 
 // ratios returns xs[i]/base[i] for each round.
@@ -454,6 +478,14 @@ func newSender(url, mode string) (*sender, error) {
 // runs load with a publish function per mode index, and returns when the
 // load began and the child's reports, one per mode.
 func runChild(url string, modes []string, want int, load func(publish func(int, sample) error) error) (time.Time, []report, error) {
+	start, reps, _, err := runChildCPU(url, modes, want, load)
+	return start, reps, err
+}
+
+// runChildCPU is runChild that also returns what this process (publishers
+// and the embedded server) used from the start of the load until the
+// senders were closed: CPU time and voluntary context switches.
+func runChildCPU(url string, modes []string, want int, load func(publish func(int, sample) error) error) (time.Time, []report, [2]int64, error) {
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), childEnv+"=1", "CROSSBENCH_URL="+url,
 		"CROSSBENCH_MODES="+strings.Join(modes, ","), "CROSSBENCH_WANT="+strconv.Itoa(want))
@@ -461,7 +493,7 @@ func runChild(url string, modes []string, want int, load func(publish func(int, 
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
 	if err := cmd.Start(); err != nil {
-		return time.Time{}, nil, err
+		return time.Time{}, nil, [2]int64{}, err
 	}
 	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
 	lines := bufio.NewScanner(stdout)
@@ -475,7 +507,7 @@ func runChild(url string, modes []string, want int, load func(publish func(int, 
 		return "", fmt.Errorf("child output ended before %q", prefix)
 	}
 	if _, err := expect("ready"); err != nil {
-		return time.Time{}, nil, err
+		return time.Time{}, nil, [2]int64{}, err
 	}
 	senders := make([]*sender, 0, len(modes))
 	defer func() {
@@ -486,10 +518,11 @@ func runChild(url string, modes []string, want int, load func(publish func(int, 
 	for _, m := range modes {
 		s, err := newSender(url, m)
 		if err != nil {
-			return time.Time{}, nil, err
+			return time.Time{}, nil, [2]int64{}, err
 		}
 		senders = append(senders, s)
 	}
+	cpu0, waits0 := usage()
 	start := time.Now()
 	err := load(func(i int, s sample) error { return senders[i].publish(s) })
 	for _, s := range senders {
@@ -498,19 +531,20 @@ func runChild(url string, modes []string, want int, load func(publish func(int, 
 		}
 	}
 	senders = nil
+	cpu1, waits1 := usage()
 	if err != nil {
-		return start, nil, err
+		return start, nil, [2]int64{}, err
 	}
 	line, err := expect("result ")
 	if err != nil {
-		return start, nil, err
+		return start, nil, [2]int64{}, err
 	}
 	_, _ = io.WriteString(stdin, "bye\n")
 	var reps []report
 	if err := json.Unmarshal([]byte(line), &reps); err != nil {
-		return start, nil, err
+		return start, nil, [2]int64{}, err
 	}
-	return start, reps, nil
+	return start, reps, [2]int64{cpu1 - cpu0, waits1 - waits0}, nil
 }
 
 // child listens on every mode in CROSSBENCH_MODES, each on its own
@@ -628,6 +662,7 @@ func child() error {
 			return err
 		}
 	}
+	cpu0, waits0 := usage()
 	fmt.Println("ready")
 	total := func() int {
 		mu.Lock()
@@ -651,8 +686,10 @@ func child() error {
 			break
 		}
 	}
+	cpu1, waits1 := usage()
 	mu.Lock()
 	for i := range reps {
+		reps[i].CPU, reps[i].Waits = cpu1-cpu0, waits1-waits0
 		lat := reps[i].Lat
 		slices.Sort(lat)
 		if len(lat) > 0 {
