@@ -25,7 +25,7 @@
 // alike; a mode's rate in the round is its values over its time in both
 // runs, and the "vs bare" ratio is the median over rounds of each round's
 // ratio. Latency: per round, one child listens on every mode at once and
-// the modes take turns value by value (the first of each turn rotating),
+// the modes take turns value by value (each turn in a random order),
 // one value every gap: well under capacity, so that queueing does not
 // dominate, and every mode sees the same moments of load. Each value
 // carries the time its Publish began; the child takes the time its watcher
@@ -54,6 +54,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -276,9 +277,18 @@ func run(rounds, n, l int, gap time.Duration, modes []string, smoke bool) error 
 		_, reps, err := runChild(srv.URL(), modes, l, func(publish func(int, sample) error) error {
 			t0 := time.Now()
 			defer func() { sent += time.Since(t0) }()
+			// Each turn in a random order: a value still on its way when
+			// the next one is sent shares the machine with it, so a mode
+			// always followed by the same one (jetstream, whose values cost
+			// the most) would have its tail lengthened by that one alone.
+			rng := rand.New(rand.NewPCG(uint64(r), 1))
+			turn := make([]int, len(modes))
 			for i := 1; i <= l; i++ {
-				for k := range modes {
-					m := (i + k) % len(modes)
+				for k := range turn {
+					turn[k] = k
+				}
+				rng.Shuffle(len(turn), func(a, b int) { turn[a], turn[b] = turn[b], turn[a] })
+				for _, m := range turn {
 					if err := publish(m, sample{Seq: uint64(i), T: time.Now().UnixNano()}); err != nil {
 						return err
 					}
@@ -308,7 +318,7 @@ func run(rounds, n, l int, gap time.Duration, modes []string, smoke bool) error 
 func summarize(w io.Writer, began time.Time, rounds, n, l int, gap, minGap, maxGap time.Duration, modes []string, rate, cpu, p50, p99 map[string][]float64, smoke bool) {
 	fmt.Fprintf(w, "crossbench, %s, %s, GOMAXPROCS %d, load average %s at the start, %s at the end\n",
 		began.Format("2006-01-02 15:04 MST"), runtime.Version(), runtime.GOMAXPROCS(0), loadStart, loadavg())
-	fmt.Fprintf(w, "%d rounds; throughput: %d values back to back per run, each mode twice per round in mirrored order; latency: %d values per mode per round, modes taking turns, a pause of %v between values (from one value to the next: %v-%v on average, depending on the round)\n\n",
+	fmt.Fprintf(w, "%d rounds; throughput: %d values back to back per run, each mode twice per round in mirrored order; latency: %d values per mode per round, modes taking turns in a random order, a pause of %v between values (from one value to the next: %v-%v on average, depending on the round)\n\n",
 		rounds, n, l, gap, minGap.Round(time.Microsecond), maxGap.Round(time.Microsecond))
 	fmt.Fprintln(w, "| mode | values/s | vs bare | CPU µs/value | vs bare | p50 µs | p50 vs bare | p99 µs | p99 vs bare |")
 	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
