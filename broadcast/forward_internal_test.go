@@ -3,7 +3,7 @@ package broadcast
 import (
 	"context"
 	"errors"
-	"sync"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -323,140 +323,51 @@ func TestIdlePublishTransitions(t *testing.T) {
 	}
 }
 
-// A forwarder batch is read from the ring after its claim: the ring must
-// not overwrite it meanwhile. Found by the long soak (a Drop watcher with a
-// queue longer than the ring, read through C() slowly, received a value a
-// lap newer in place of an old one).
-func TestForwarderBatchNotOverwritten(t *testing.T) {
-	b := New[int]()
-	w, _ := b.Watch(WithQueueLength(maxRing+1), WithPolicy(Drop))
-	ch := w.C()
-	const warm = 10
-	for i := range warm {
-		if err := b.Publish(i); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for range warm {
-		<-ch // the forwarder has caught up and parks: h == tail == warm
-	}
-	// The next batch the forwarder claims starts at seq warm. While it sits
-	// between its claim and its reads, publish up to seq warm+maxRing, whose
-	// slot is seq warm's. Unpinned, that overwrite happens at once and the
-	// forwarder reads the new value; pinned, the publisher waits for the
-	// batch (here until the hook gives up waiting for it).
-	claimed := make(chan struct{})
-	overwritten := make(chan struct{})
-	var once sync.Once
-	testHookBatch = func(h, n uint64) {
-		if h != warm {
-			return
-		}
-		once.Do(func() {
-			close(claimed)
-			select {
-			case <-overwritten:
-			case <-time.After(200 * time.Millisecond):
-			}
-		})
-	}
-	defer func() { testHookBatch = nil }()
-	for i := warm; i < warm+2; i++ { // a batch needs two values
-		if err := b.Publish(i); err != nil {
-			t.Fatal(err)
-		}
-	}
-	<-claimed
-	go func() {
-		defer close(overwritten)
-		for i := warm + 2; i <= warm+maxRing; i++ {
-			if err := b.Publish(i); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	}()
-	got := make(chan []int)
-	go func() {
-		var vs []int
-		for v := range ch {
-			vs = append(vs, v)
-		}
-		got <- vs
-	}()
-	<-overwritten
-	if err := b.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	vs := <-got
-	for i := 1; i < len(vs); i++ {
-		if vs[i] <= vs[i-1] {
-			t.Fatalf("received %d after %d", vs[i], vs[i-1])
-		}
-	}
-	if len(vs) == 0 || vs[0] != warm {
-		t.Fatalf("first value after the warm-up = %v, want %d", vs[:min(len(vs), 1)], warm)
-	}
-}
-
-// TestForwarderHeldIsOldest: under DropOldest through C(), a value the
-// forwarder holds (claimed when the channel was full, not yet sent) is
-// newer than the channel's and older than everything else queued. While
-// the forwarder is kept from sending it, publishers discard the channel's
-// values, then must wait for the held one to land and discard it, not the
-// newer values in the ring: a watcher that never reads ends with exactly
-// the last queue-length values (found by a review: it kept the held value
-// and lost newer ones).
+// TestForwarderHeldIsOldest: under DropOldest through C(), the values in
+// flight (the channel's and the one the forwarder holds in its blocked
+// send) are the oldest and are never discarded; publishers discard the
+// oldest of the rest. A watcher that never reads ends with the values in
+// flight, then exactly the last queue-length values, and every other value
+// counted as dropped.
 func TestForwarderHeldIsOldest(t *testing.T) {
-	const queue, total = 100, 300
-	b := New[int]()
-	w, _ := b.Watch(WithQueueLength(queue), WithPolicy(DropOldest))
-	ch := w.C()
-	var once sync.Once
-	entered, published := make(chan struct{}), make(chan struct{})
-	testHookHeld = func() {
-		// The first hold: keep the forwarder from sending until the
-		// publisher below is done, or, if it waits for the held value
-		// (as it must), for a while.
-		once.Do(func() {
-			close(entered)
-			select {
-			case <-published:
-			case <-time.After(100 * time.Millisecond):
+	synctest.Test(t, func(t *testing.T) {
+		const queue, total = 100, 300
+		b := New[int]()
+		w, _ := b.Watch(WithQueueLength(queue), WithPolicy(DropOldest))
+		ch := w.C()
+		for i := range total {
+			if err := b.Publish(i); err != nil {
+				t.Fatal(err)
 			}
-		})
-	}
-	defer func() { testHookHeld = nil }()
-	for i := range ChannelBuffer + 1 { // fills the channel; the next is held
-		if err := b.Publish(i); err != nil {
+			synctest.Wait() // the forwarder takes what it can
+		}
+		// Read only now (Shutdown waits for a C() reader to take what does
+		// not fit in the channel).
+		gotc := make(chan []int)
+		go func() {
+			var got []int
+			for v := range ch {
+				got = append(got, v)
+			}
+			gotc <- got
+		}()
+		if err := b.Shutdown(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-	}
-	<-entered
-	for i := ChannelBuffer + 1; i < total; i++ {
-		if err := b.Publish(i); err != nil {
-			t.Fatal(err)
+		got := <-gotc
+		inFlight := min(ChannelBuffer, queue)
+		want := make([]int, 0, inFlight+queue)
+		for i := range inFlight {
+			want = append(want, i)
 		}
-	}
-	close(published)
-	// Read only now (Shutdown waits for a C() reader to take what does not
-	// fit in the channel).
-	gotc := make(chan []int)
-	go func() {
-		var got []int
-		for v := range ch {
-			got = append(got, v)
+		for i := total - queue; i < total; i++ {
+			want = append(want, i)
 		}
-		gotc <- got
-	}()
-	if err := b.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	got := <-gotc
-	if len(got) != queue || got[0] != total-queue || got[queue-1] != total-1 {
-		t.Fatalf("kept %d values %v…, want %d…%d", len(got), got[:min(len(got), 5)], total-queue, total-1)
-	}
-	if d := w.Dropped(); d != total-queue {
-		t.Fatalf("Dropped %d, want %d", d, total-queue)
-	}
+		if !slices.Equal(got, want) {
+			t.Fatalf("kept %d values %v…, want %d: 0…%d, %d…%d", len(got), got[:min(len(got), 5)], len(want), inFlight-1, total-queue, total-1)
+		}
+		if d := w.Dropped(); d != uint64(total-len(want)) {
+			t.Fatalf("Dropped %d, want %d", d, total-len(want))
+		}
+	})
 }
