@@ -183,19 +183,20 @@ func (b *Broadcaster[T]) watch(prefix []T, from *uint64, opts []Option) (*Watche
 	if b.closed {
 		return nil, ErrClosed
 	}
-	start := b.tail() + 1
+	// From here Publish takes mu, so the tail read below stays the last
+	// value published before this watcher: the registration barrier.
+	b.tailw.Or(watchedBit)
+	w.liveFrom = b.tail() + 1
+	start := w.liveFrom
 	if from != nil {
 		s, err := b.replayFrom(*from)
 		if err != nil {
+			b.unwatchedLocked()
 			return nil, err
 		}
 		start = s
 	}
 	b.ensureRing(cfg.queueLen)
-	// From here Publish takes mu, so the tail read below stays the last
-	// value published before this watcher: the registration barrier.
-	b.tailw.Or(watchedBit)
-	w.liveFrom = b.tail() + 1
 	w.next.Store(start)
 	w.index = len(b.watchers)
 	b.watchers = append(b.watchers, w)
@@ -250,10 +251,15 @@ func (b *Broadcaster[T]) remove(w *Watcher[T]) {
 	if w.policy.kind == kindBlockFor {
 		b.nBlockFor.Add(-1)
 	}
+	b.unwatchedLocked()
+}
+
+// unwatchedLocked lets publishes count without the lock if nobody watches.
+// Not while a publisher waits for room (its commit stores the tail from the
+// sequence number it read before waiting, and clears the bit), nor with
+// history, which every publish writes. Called with mu held.
+func (b *Broadcaster[T]) unwatchedLocked() {
 	if len(b.watchers) == 0 && !b.closed && !b.busy && b.cfg.history == 0 {
-		// Publishes may count without the lock from here. Not while a
-		// publisher waits for room: its commit stores the tail from the
-		// sequence number it read before waiting, and clears the bit.
 		b.tailw.And(^uint64(watchedBit))
 	}
 }

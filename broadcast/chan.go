@@ -1,17 +1,17 @@
 package broadcast
 
 // ChannelBuffer bounds how many values a watcher read through [Watcher.C]
-// has in flight beyond its queue: in its channel, plus the one the
-// goroutine filling the channel is handing over.
+// has in flight beyond its queue: in its channel, plus the one a goroutine
+// filling the channel may be handing over.
 const ChannelBuffer = 64
 
-// fwdState is the life of a watcher's forwarder: the goroutine behind C().
+// fwdState says who fills a watcher's channel after C().
 type fwdState uint8
 
 const (
 	fwdNone    fwdState = iota // C() not called
-	fwdPending                 // C() called, nothing to forward yet: starts on the next publish
-	fwdRunning                 // running; it closes ch when it exits
+	fwdIdle                    // no goroutine: publishers hand values over (pumpLocked)
+	fwdRunning                 // the forwarder goroutine fills the channel
 	fwdExited                  // ch is closed
 )
 
@@ -19,22 +19,33 @@ const (
 // ends (Stop, or Shutdown after the queued values). Every call returns the
 // same channel.
 //
-// The first call gives the watcher a goroutine, started when its first
-// value arrives, that reads the watcher as [Watcher.All] does and sends
-// each value into the channel. The channel holds fewer than [ChannelBuffer]
-// values and the goroutine one more, so a watcher read through C may hold
-// up to min(ChannelBuffer, queue length) values beyond its queue length;
-// they are never dropped, and [Watcher.Len] counts them. Because that
-// goroutine must hand the queue over before the channel is closed,
-// Shutdown waits for C readers to take what does not fit in the channel
-// (see [Broadcaster.Shutdown]).
+// While the channel has room, a publisher puts each value in it itself,
+// so a reader that keeps up gets values with no goroutine in between. When
+// it is full, a goroutine takes over: it reads the watcher as [Watcher.All]
+// does, holding the next value in a blocked send, and exits once it has
+// caught up. The channel holds fewer than [ChannelBuffer] values and that
+// goroutine one more, so a watcher read through C may hold up to
+// min(ChannelBuffer, queue length) values beyond its queue length; they
+// are never dropped, and [Watcher.Len] counts them. Because the queue must
+// be handed over before the channel is closed, Shutdown waits for C
+// readers to take what does not fit in the channel (see
+// [Broadcaster.Shutdown]).
 func (w *Watcher[T]) C() <-chan T {
 	w.made()
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.ch != nil {
+		defer w.mu.Unlock()
 		return w.ch
 	}
+	w.makeChanLocked()
+	ch := w.ch
+	w.mu.Unlock()
+	w.b.wakeParked() // All loops waiting on w read the channel from now on
+	return ch
+}
+
+// makeChanLocked makes w's channel for the first C(). Called with mu held.
+func (w *Watcher[T]) makeChanLocked() {
 	switch {
 	case w.stopped.Load():
 		w.ch = make(chan T)
@@ -43,29 +54,17 @@ func (w *Watcher[T]) C() <-chan T {
 		// After Shutdown no goroutine may start: the channel is made big
 		// enough for what is queued, filled and closed.
 		w.ch = make(chan T, w.pend.len()+w.ringLenLocked())
-		for w.pend.len() > 0 {
-			it, _ := w.popLocked()
-			w.ch <- it.v
-		}
-		r, t := w.b.ring.Load(), w.b.tail()
-		for q := w.claimTo(t + 1); q <= t; q++ {
-			w.ch <- r.at(q)
-		}
+		w.fwd = fwdIdle
+		w.fillLocked()
 		w.closeChLocked()
 	default:
 		w.ch = make(chan T, min(ChannelBuffer, w.queueLen)-1)
 		w.stopCh = make(chan struct{})
-		w.fwdDone = make(chan struct{})
-		w.kickLocked(false) // All loops parked on w read the channel from now on
-		if w.pend.len() > 0 || w.next.Load() <= w.b.tail() {
-			w.runForwarderLocked()
-		} else {
-			w.fwd = fwdPending
-			w.starter = &waiter[T]{start: w}
-			w.b.park(w.starter)
-		}
+		w.starter = &waiter[T]{start: w}
+		w.fwd = fwdIdle
+		w.changedLocked()
+		w.pumpLocked()
 	}
-	return w.ch
 }
 
 // ringLenLocked returns the length of w's ring segment.
@@ -76,35 +75,92 @@ func (w *Watcher[T]) ringLenLocked() int {
 	return 0
 }
 
-// startForwarder starts w's forwarder if it is pending: a publish woke it.
-func (w *Watcher[T]) startForwarder() {
+// queuedLocked reports whether values wait for w outside its channel.
+func (w *Watcher[T]) queuedLocked() bool {
+	return w.pend.len() > 0 || w.next.Load() <= w.b.tail()
+}
+
+// deliver is a publish's wake-up of a C() watcher with no goroutine: it
+// hands the new values over (pumpLocked).
+func (w *Watcher[T]) deliver() {
 	w.mu.Lock()
-	if w.fwd == fwdPending {
-		w.runForwarderLocked()
+	if w.fwd == fwdIdle && !w.ended {
+		w.pumpLocked()
 	}
 	w.mu.Unlock()
 }
 
-// runForwarderLocked starts the forwarder. Called with mu held, before
-// Shutdown ended w (which then waits for it through b.fwd).
-func (w *Watcher[T]) runForwarderLocked() {
-	w.fwd = fwdRunning
-	w.b.fwd.Add(1)
-	go w.forward()
+// pumpLocked puts what is queued for w into its channel while there is
+// room, and starts the forwarder for what does not fit. With everything
+// handed over it leaves w's starter on the parked list, so that the next
+// publish comes back here. Called with mu held and fwd == fwdIdle: nobody
+// else sends on ch meanwhile.
+//
+// The starter is parked before the last look at the tail: a publisher
+// stores the tail before it takes the parked list, so either this sees
+// its value or it finds the starter.
+func (w *Watcher[T]) pumpLocked() {
+	for {
+		w.fillLocked()
+		if w.queuedLocked() {
+			w.runForwarderLocked()
+			return
+		}
+		w.b.park(w.starter)
+		if !w.queuedLocked() {
+			return
+		}
+	}
 }
 
-// forward is the goroutine behind C: it reads w as an All loop does and
-// sends each value into ch, holding it (counted in held) while the send
-// blocks. It exits when w is stopped, or once w has ended and its queue is
-// handed over, or when Shutdown's ctx ends: then it drops the rest,
-// counted. Only it sends on ch and it closes ch as it exits, under mu:
+// fillLocked moves w's queued values into its channel, in order, as long as
+// it has room. Sends cannot block: only the filler adds to ch, and readers
+// only make room. Called with mu held and fwd == fwdIdle.
+func (w *Watcher[T]) fillLocked() {
+	b := w.b
+	for len(w.ch) < cap(w.ch) {
+		if it, ok := w.popLocked(); ok {
+			w.ch <- it.v
+			w.took()
+			continue
+		}
+		t := b.tail()
+		h := w.next.Load()
+		if h > t {
+			return
+		}
+		// The tail is loaded before the ring (ensureRing). An All loop
+		// that began before C() may still claim ring values: the CAS.
+		v := b.ring.Load().at(h)
+		if w.next.CompareAndSwap(h, h+1) {
+			w.ch <- v
+			w.took()
+		}
+	}
+}
+
+// runForwarderLocked starts the forwarder. Called with mu held.
+func (w *Watcher[T]) runForwarderLocked() {
+	w.fwd = fwdRunning
+	w.fwdDone = make(chan struct{})
+	w.b.fwd.Add(1)
+	go w.forward(w.fwdDone)
+}
+
+// forward is the goroutine behind C while the channel is full: it reads w
+// as an All loop does (read, without waiting) and sends each value into
+// ch, holding it (counted in held) while the send blocks. Once caught up it
+// gives the channel back to the publishers (fwdIdle) and exits. It also
+// exits when w is stopped, once w has ended and its queue is handed over
+// (closing ch), or when Shutdown's ctx ends: then it drops the rest,
+// counted. While it runs only it sends on ch, and it closes ch under mu:
 // there is no send on a closed channel.
-func (w *Watcher[T]) forward() {
+func (w *Watcher[T]) forward(done chan struct{}) {
 	b := w.b
 	defer b.fwd.Done()
-	defer close(w.fwdDone)
+	defer close(done)
 	aborted := false
-	w.read(false, func(_ uint64, v T) bool {
+	send := func(_ uint64, v T) bool {
 		select {
 		case w.ch <- v:
 			return true
@@ -121,49 +177,63 @@ func (w *Watcher[T]) forward() {
 			aborted = true
 			return false
 		}
-	})
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if aborted && !w.stopped.Load() {
-		// Shutdown's ctx ended: the value in hand and the rest are lost.
-		n := 1 + w.pend.len() + w.ringLenLocked()
-		w.pend = deque[item[T]]{}
-		w.pendN.Store(0)
-		w.pendAll.Store(0)
-		w.claimTo(b.tail() + 1)
-		w.dropN(uint64(n))
 	}
-	w.closeChLocked()
+	for {
+		w.read(false, false, send)
+		w.mu.Lock()
+		switch {
+		case w.stopped.Load():
+			w.closeChLocked()
+		case aborted:
+			// Shutdown's ctx ended: the value in hand and the rest are lost.
+			n := 1 + w.pend.len() + w.ringLenLocked()
+			w.pend = deque[item[T]]{}
+			w.pendN.Store(0)
+			w.pendAll.Store(0)
+			w.claimTo(b.tail() + 1)
+			w.dropN(uint64(n))
+			w.closeChLocked()
+		case w.ended:
+			w.closeChLocked() // everything is handed over
+		case w.queuedLocked():
+			w.mu.Unlock() // values came in after read looked
+			continue
+		default:
+			w.fwd = fwdIdle
+			w.pumpLocked() // parks the starter, or runs a new forwarder
+		}
+		w.mu.Unlock()
+		return
+	}
 }
 
-// stopForwarderLocked ends the forwarder for Stop: a pending one never
-// starts, a running one is released from its send by stopCh and exits.
-// Called with mu held.
+// stopForwarderLocked ends the filling of ch for Stop: with no goroutine
+// ch is closed now (keeping its buffer); a running forwarder is released
+// from its send by stopCh and closes ch itself. Called with mu held.
 func (w *Watcher[T]) stopForwarderLocked() {
 	switch w.fwd {
-	case fwdPending:
+	case fwdIdle:
 		// Its starter stays on the parked list until the next wake-up,
-		// which finds it no longer pending.
+		// which finds the channel closed.
 		w.closeChLocked()
-		close(w.fwdDone)
 	case fwdRunning:
 		close(w.stopCh)
 	}
 }
 
-// endForwarderLocked is Shutdown's part for the forwarder: a pending one
-// starts if values are queued (it exits once they are handed over), else
-// the channel is closed now. Called with mu held.
+// endForwarderLocked is Shutdown's part for C(): with no goroutine running,
+// a forwarder starts if values are queued (it closes ch once they are
+// handed over), else ch is closed now. Called with mu held.
 func (w *Watcher[T]) endForwarderLocked() {
-	if w.fwd != fwdPending {
+	if w.fwd != fwdIdle {
 		return
 	}
-	if w.pend.len() > 0 || w.ringLenLocked() > 0 {
+	w.fillLocked()
+	if w.queuedLocked() {
 		w.runForwarderLocked()
 		return
 	}
 	w.closeChLocked()
-	close(w.fwdDone)
 }
 
 // closeChLocked closes ch once.

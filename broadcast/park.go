@@ -5,7 +5,8 @@ import "sync/atomic"
 // A waiter is one goroutine waiting for values of a watcher: an All loop or
 // a C() forwarder. While it waits it is on the broadcaster's parked list,
 // and the next publish wakes it. A forwarder that has not started yet is
-// on the list as a waiter with start set: the wake-up starts it.
+// on the list as a waiter with start set: the wake-up hands the new values
+// over to its channel (deliver).
 //
 // The parked list is a lock-free stack: a waiter pushes itself once (its
 // parked flag), and a waker takes the whole stack with one swap. Nothing
@@ -14,7 +15,7 @@ import "sync/atomic"
 // need: one more look at its watcher, never a lost wake-up.
 type waiter[T any] struct {
 	wake   chan struct{} // cap 1: the token a waker leaves
-	start  *Watcher[T]   // start this watcher's forwarder instead of waking
+	start  *Watcher[T]   // deliver to this watcher's channel instead of waking
 	parked atomic.Bool   // on the stack, or on a list a waker took
 	next   *waiter[T]    // the stack's link; written by the waiter before its push
 }
@@ -51,7 +52,7 @@ func (b *Broadcaster[T]) wakeParked() {
 		n.next = nil
 		n.parked.Store(false)
 		if n.start != nil {
-			n.start.startForwarder()
+			n.start.deliver()
 		} else {
 			select {
 			case n.wake <- struct{}{}:

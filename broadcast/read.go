@@ -16,7 +16,7 @@ const batchSize = 64
 func (w *Watcher[T]) All() iter.Seq[T] {
 	w.made()
 	return func(yield func(T) bool) {
-		w.read(true, func(_ uint64, v T) bool { return yield(v) })
+		w.read(true, true, func(_ uint64, v T) bool { return yield(v) })
 	}
 }
 
@@ -29,13 +29,14 @@ func (w *Watcher[T]) All() iter.Seq[T] {
 func (w *Watcher[T]) Seq() iter.Seq2[uint64, T] {
 	w.made()
 	return func(yield func(uint64, T) bool) {
-		w.read(true, yield)
+		w.read(true, true, yield)
 	}
 }
 
 // read yields w's values with their sequence numbers until yield returns
 // false or w ends. If viaChan, it reads w's channel once C() was called
-// (All, Seq); the forwarder, which fills that channel, does not.
+// (All, Seq); the forwarder, which fills that channel, does not, and it
+// does not wait either (!wait): it returns once caught up.
 //
 // Each value is taken by exactly one reader: pend values are popped under
 // mu; ring values are copied under mu, in a batch, and each is claimed just
@@ -43,7 +44,7 @@ func (w *Watcher[T]) Seq() iter.Seq2[uint64, T] {
 // stays queued, counted by publishers and visible to every other reader; a
 // failed CAS means someone else moved next (another reader, a publisher
 // spilling or dropping), and the rest of the batch is stale.
-func (w *Watcher[T]) read(viaChan bool, yield func(uint64, T) bool) {
+func (w *Watcher[T]) read(viaChan, wait bool, yield func(uint64, T) bool) {
 	b := w.b
 	var (
 		batch []T
@@ -94,16 +95,16 @@ func (w *Watcher[T]) read(viaChan bool, yield func(uint64, T) bool) {
 			}
 			continue
 		}
-		if w.ended {
+		if w.ended || !wait {
 			w.mu.Unlock()
 			return
 		}
-		kick := w.kickChanLocked()
+		gen := w.gen.Load()
 		w.mu.Unlock()
 		if n == nil {
 			n = newWaiter[T]()
 		}
-		w.await(n, kick)
+		w.await(n, gen)
 	}
 }
 
@@ -116,18 +117,17 @@ func (w *Watcher[T]) readChan(ch <-chan T, yield func(uint64, T) bool) {
 	}
 }
 
-// await waits until a publish, a kick (Stop, Shutdown, C) or, if it finds
-// one, a value already queued. Called without locks.
-func (w *Watcher[T]) await(n *waiter[T], kick <-chan struct{}) {
+// await waits until a publish, a change of w's state (Stop, Shutdown, C:
+// gen moves) or, if it finds one, a value already queued. Called without
+// locks; gen is what the caller saw under mu.
+func (w *Watcher[T]) await(n *waiter[T], gen uint64) {
 	b := w.b
 	b.park(n)
 	// Parked before looking: a publisher stores the tail before it takes
-	// the parked list, so either this sees the new tail or it finds n.
-	if w.pendAll.Load() > 0 || w.next.Load() <= b.tail() {
+	// the parked list, and whoever changes gen wakes the parked list after,
+	// so either this sees the change or it finds n.
+	if w.pendAll.Load() > 0 || w.next.Load() <= b.tail() || w.gen.Load() != gen {
 		return // n stays parked: its next token is one more look
 	}
-	select {
-	case <-n.wake:
-	case <-kick:
-	}
+	<-n.wake
 }

@@ -53,6 +53,7 @@ func (b *Broadcaster[T]) Shutdown(ctx context.Context) error {
 	b.watchers = nil
 	b.nBlockFor.Store(0)
 	b.mu.Unlock()
+	b.wakeParked() // waiting readers see their watcher ended
 
 	// No WithContext callback runs after Shutdown returns: unregister each,
 	// or wait for one already running (it takes mu, so not before here).

@@ -33,14 +33,14 @@ type Watcher[T any] struct {
 	dropped    atomic.Uint64
 	roomWanted atomic.Bool // the waiting publisher wants to hear when w has room
 	stopped    atomic.Bool
+	gen        atomic.Uint64 // moved under mu when waiters must look again (Stop, end, C)
 
 	// mu guards these. Lock order: b.mu, then mu. mu is never
 	// held while blocking.
 	mu      sync.Mutex
 	pend    deque[item[T]]
-	ended   bool          // Shutdown: readers drain what is queued, then end
-	kick    chan struct{} // closed when waiters must look again (Stop, end, C)
-	fwd     fwdState      // the C() forwarder (chan.go)
+	ended   bool     // Shutdown: readers drain what is queued, then end
+	fwd     fwdState // the C() forwarder (chan.go)
 	ch      chan T
 	stopCh  chan struct{} // closed by Stop: releases the forwarder's send
 	fwdDone chan struct{} // closed when the forwarder has exited
@@ -221,6 +221,7 @@ func (w *Watcher[T]) Stop() {
 // AfterFunc's stop, if any.
 func (w *Watcher[T]) stopWith(cause error) func() bool {
 	b := w.made()
+	var done chan struct{}
 	b.mu.Lock()
 	w.mu.Lock()
 	if !w.stopped.Load() {
@@ -233,10 +234,13 @@ func (w *Watcher[T]) stopWith(cause error) func() bool {
 		w.pendN.Store(0)
 		w.pendAll.Store(0)
 		w.roomWanted.Store(false)
-		w.kickLocked(true)
+		w.changedLocked()
+		if w.fwd == fwdRunning {
+			done = w.fwdDone
+		}
 		w.stopForwarderLocked()
 	}
-	done, stop := w.fwdDone, w.ctxStop
+	stop := w.ctxStop
 	w.mu.Unlock()
 	b.mu.Unlock()
 	b.signalRoom()
@@ -254,7 +258,7 @@ func (w *Watcher[T]) endLocked(cause error) {
 		w.err = cause
 	}
 	w.ended = true
-	w.kickLocked(true)
+	w.changedLocked()
 	w.endForwarderLocked()
 }
 
@@ -270,26 +274,7 @@ func (w *Watcher[T]) Err() error {
 	return w.err
 }
 
-// kickLocked wakes every goroutine waiting on w so that it looks at w
-// again. If final, w's state will not change again and later waiters need
-// no kick: the closed channel stays. Called with mu held.
-func (w *Watcher[T]) kickLocked(final bool) {
-	if w.kick != nil && w.kick != closedChan {
-		close(w.kick)
-		w.kick = nil
-	}
-	if final {
-		w.kick = closedChan
-	}
-}
-
-// kickChanLocked returns the channel closed by w's next kick. Called with
-// mu held.
-func (w *Watcher[T]) kickChanLocked() <-chan struct{} {
-	if w.kick == nil {
-		w.kick = make(chan struct{})
-	}
-	return w.kick
-}
-
-var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+// changedLocked tells w's waiters to look at w again: Stop, an end, C().
+// The caller wakes the parked list once it has released its locks.
+// Called with mu held.
+func (w *Watcher[T]) changedLocked() { w.gen.Add(1) }
