@@ -1,5 +1,7 @@
 package broadcast
 
+import "runtime"
+
 // ChannelBuffer bounds how many values a watcher read through [Watcher.C]
 // has in flight beyond its queue: in its channel, plus the one a goroutine
 // filling the channel may be handing over.
@@ -19,15 +21,16 @@ const (
 // ends (Stop, or Shutdown after the queued values). Every call returns the
 // same channel.
 //
-// While the channel has room, a publisher puts each value in it itself,
-// so a reader that keeps up gets values with no goroutine in between. When
-// it is full, a goroutine takes over: it reads the watcher as [Watcher.All]
-// does, holding the next value in a blocked send, and exits once it has
-// caught up. The channel holds fewer than [ChannelBuffer] values and that
-// goroutine one more, so a watcher read through C may hold up to
-// min(ChannelBuffer, queue length) values beyond its queue length; they
-// are never dropped, and [Watcher.Len] counts them. Because the queue must
-// be handed over before the channel is closed, Shutdown waits for C
+// While the channel is empty, a publisher puts the new values in it
+// itself, so a reader that keeps up gets each value with no goroutine in
+// between. When the reader lags, a goroutine of the watcher (started the
+// first time, parked when idle) fills the channel in batches: it reads the
+// watcher as [Watcher.All] does, holding the next value in a blocked send
+// when the channel is full. The channel holds fewer than [ChannelBuffer]
+// values and that goroutine one more, so a watcher read through C may hold
+// up to min(ChannelBuffer, queue length) values beyond its queue length;
+// they are never dropped, and [Watcher.Len] counts them. Because the queue
+// must be handed over before the channel is closed, Shutdown waits for C
 // readers to take what does not fit in the channel (see
 // [Broadcaster.Shutdown]).
 func (w *Watcher[T]) C() <-chan T {
@@ -63,7 +66,7 @@ func (w *Watcher[T]) makeChanLocked() {
 		w.starter = &waiter[T]{start: w}
 		w.fwd = fwdIdle
 		w.changedLocked()
-		w.pumpLocked()
+		w.deliverLocked()
 	}
 }
 
@@ -80,35 +83,45 @@ func (w *Watcher[T]) queuedLocked() bool {
 	return w.pend.len() > 0 || w.next.Load() <= w.b.tail()
 }
 
-// deliver is a publish's wake-up of a C() watcher with no goroutine: it
-// hands the new values over (pumpLocked).
+// deliver is a publish's wake-up of a C() watcher whose forwarder is idle.
 func (w *Watcher[T]) deliver() {
 	w.mu.Lock()
 	if w.fwd == fwdIdle && !w.ended {
-		w.pumpLocked()
+		w.deliverLocked()
 	}
 	w.mu.Unlock()
 }
 
-// pumpLocked puts what is queued for w into its channel while there is
-// room, and starts the forwarder for what does not fit. With everything
-// handed over it leaves w's starter on the parked list, so that the next
-// publish comes back here. Called with mu held and fwd == fwdIdle: nobody
-// else sends on ch meanwhile.
+// deliverLocked hands what is queued for w over to its channel
+// (handOverLocked), and gives what remains to the forwarder, started or
+// woken here. Called with mu held and fwd == fwdIdle.
+func (w *Watcher[T]) deliverLocked() {
+	if w.handOverLocked() {
+		w.runForwarderLocked()
+	}
+}
+
+// handOverLocked puts what is queued for w into its channel if the channel
+// is empty (the reader keeps up), and reports whether values remain, which
+// are then the forwarder's: a reader that lags gets them in batches
+// instead of a wake-up per publish. With nothing left it leaves w's starter
+// on the parked list, so that the next publish calls deliver. Called with
+// mu held and fwd == fwdIdle: nobody else sends on ch meanwhile.
 //
 // The starter is parked before the last look at the tail: a publisher
 // stores the tail before it takes the parked list, so either this sees
 // its value or it finds the starter.
-func (w *Watcher[T]) pumpLocked() {
+func (w *Watcher[T]) handOverLocked() bool {
 	for {
-		w.fillLocked()
+		if len(w.ch) == 0 {
+			w.fillLocked()
+		}
 		if w.queuedLocked() {
-			w.runForwarderLocked()
-			return
+			return true
 		}
 		w.b.park(w.starter)
 		if !w.queuedLocked() {
-			return
+			return false
 		}
 	}
 }
@@ -139,26 +152,35 @@ func (w *Watcher[T]) fillLocked() {
 	}
 }
 
-// runForwarderLocked starts the forwarder. Called with mu held.
+// runForwarderLocked sets the forwarder to fill the channel: it wakes the
+// goroutine, or starts it the first time. Called with mu held.
 func (w *Watcher[T]) runForwarderLocked() {
 	w.fwd = fwdRunning
+	if w.fwdDone != nil {
+		select {
+		case w.fwdWake <- struct{}{}:
+		default:
+		}
+		return
+	}
 	w.fwdDone = make(chan struct{})
+	w.fwdWake = make(chan struct{}, 1)
 	w.b.fwd.Add(1)
-	go w.forward(w.fwdDone)
+	go w.forward()
 }
 
-// forward is the goroutine behind C while the channel is full: it reads w
-// as an All loop does (read, without waiting) and sends each value into
-// ch, holding it (counted in held) while the send blocks. Once caught up it
-// gives the channel back to the publishers (fwdIdle) and exits. It also
-// exits when w is stopped, once w has ended and its queue is handed over
-// (closing ch), or when Shutdown's ctx ends: then it drops the rest,
-// counted. While it runs only it sends on ch, and it closes ch under mu:
-// there is no send on a closed channel.
-func (w *Watcher[T]) forward(done chan struct{}) {
+// forward is the goroutine behind C while the reader lags: it reads w as
+// an All loop does (read, without waiting) and sends each value into ch,
+// holding it (counted in held) while the send blocks. Once caught up it
+// gives the channel back to the publishers (fwdIdle) and waits for
+// runForwarderLocked. It exits when w is stopped, once w has ended and its
+// queue is handed over (closing ch), or when Shutdown's ctx ends: then it
+// drops the rest, counted. While it runs only it sends on ch, and it
+// closes ch under mu: there is no send on a closed channel.
+func (w *Watcher[T]) forward() {
 	b := w.b
 	defer b.fwd.Done()
-	defer close(done)
+	defer close(w.fwdDone)
 	aborted := false
 	send := func(_ uint64, v T) bool {
 		select {
@@ -178,58 +200,97 @@ func (w *Watcher[T]) forward(done chan struct{}) {
 			return false
 		}
 	}
-	for {
-		w.read(false, false, send)
-		w.mu.Lock()
-		switch {
-		case w.stopped.Load():
-			w.closeChLocked()
-		case aborted:
-			// Shutdown's ctx ended: the value in hand and the rest are lost.
-			n := 1 + w.pend.len() + w.ringLenLocked()
-			w.pend = deque[item[T]]{}
-			w.pendN.Store(0)
-			w.pendAll.Store(0)
-			w.claimTo(b.tail() + 1)
-			w.dropN(uint64(n))
-			w.closeChLocked()
-		case w.ended:
-			w.closeChLocked() // everything is handed over
-		case w.queuedLocked():
-			w.mu.Unlock() // values came in after read looked
+	var batch []T // kept across runs: no allocation per wake-up
+	for spun := false; ; {
+		w.readInto(&batch, false, false, send)
+		if !spun && !aborted && !w.stopped.Load() {
+			// Caught up: give the publisher one turn before handing the
+			// channel back, so that a busy stream stays with this
+			// goroutine, in batches.
+			spun = true
+			runtime.Gosched()
 			continue
-		default:
-			w.fwd = fwdIdle
-			w.pumpLocked() // parks the starter, or runs a new forwarder
 		}
-		w.mu.Unlock()
-		return
+		spun = false
+		if w.idle(aborted) {
+			return
+		}
+		select {
+		case <-w.fwdWake:
+		case <-w.stopCh:
+		case <-b.abort:
+		}
 	}
 }
 
+// idle is the forwarder's step once caught up: it reports true when the
+// forwarder must exit (w stopped or ended, or Shutdown's ctx ended: the
+// value in hand and the rest are dropped, counted), and otherwise hands
+// the channel back to the publishers; it reports false then, or when
+// values came in meanwhile, and the forwarder goes on.
+func (w *Watcher[T]) idle(aborted bool) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.stopped.Load():
+		w.closeChLocked()
+		return true
+	case aborted:
+		n := 1 + w.pend.len() + w.ringLenLocked()
+		w.pend = deque[item[T]]{}
+		w.pendN.Store(0)
+		w.pendAll.Store(0)
+		w.claimTo(w.b.tail() + 1)
+		w.dropN(uint64(n))
+		w.closeChLocked()
+		return true
+	case w.ended && !w.queuedLocked():
+		w.closeChLocked() // everything is handed over
+		return true
+	case w.queuedLocked():
+		// Values came in after read looked: go on.
+		w.fwd = fwdRunning
+		select {
+		case w.fwdWake <- struct{}{}:
+		default:
+		}
+		return false
+	}
+	w.fwd = fwdIdle
+	if w.handOverLocked() {
+		w.runForwarderLocked() // leaves a token for the wait that follows
+	}
+	return false
+}
+
 // stopForwarderLocked ends the filling of ch for Stop: with no goroutine
-// ch is closed now (keeping its buffer); a running forwarder is released
-// from its send by stopCh and closes ch itself. Called with mu held.
+// sending, ch is closed now (keeping its buffer); a running forwarder is
+// released from its send by stopCh and closes ch itself. Called with mu
+// held.
 func (w *Watcher[T]) stopForwarderLocked() {
 	switch w.fwd {
 	case fwdIdle:
-		// Its starter stays on the parked list until the next wake-up,
-		// which finds the channel closed.
+		// The starter stays on the parked list until the next wake-up,
+		// which finds the channel closed; a parked forwarder sees stopCh.
 		w.closeChLocked()
+		if w.stopCh != nil {
+			close(w.stopCh)
+		}
 	case fwdRunning:
 		close(w.stopCh)
 	}
 }
 
-// endForwarderLocked is Shutdown's part for C(): with no goroutine running,
-// a forwarder starts if values are queued (it closes ch once they are
-// handed over), else ch is closed now. Called with mu held.
+// endForwarderLocked is Shutdown's part for C(): with the forwarder idle,
+// what fits goes into the channel now; the forwarder takes the rest (it
+// closes ch once it is handed over), or ch is closed now. A parked
+// forwarder is woken to exit. Called with mu held.
 func (w *Watcher[T]) endForwarderLocked() {
 	if w.fwd != fwdIdle {
 		return
 	}
 	w.fillLocked()
-	if w.queuedLocked() {
+	if w.queuedLocked() || w.fwdDone != nil {
 		w.runForwarderLocked()
 		return
 	}

@@ -1,6 +1,9 @@
 package broadcast
 
-import "iter"
+import (
+	"iter"
+	"runtime"
+)
 
 // batchSize is how many values a reader copies out of the ring per lock.
 const batchSize = 64
@@ -45,12 +48,23 @@ func (w *Watcher[T]) Seq() iter.Seq2[uint64, T] {
 // failed CAS means someone else moved next (another reader, a publisher
 // spilling or dropping), and the rest of the batch is stale.
 func (w *Watcher[T]) read(viaChan, wait bool, yield func(uint64, T) bool) {
+	w.readInto(nil, viaChan, wait, yield)
+}
+
+// readInto is read with a batch buffer of the caller's (the forwarder
+// keeps one across its runs), or a new one if buf is nil.
+func (w *Watcher[T]) readInto(buf *[]T, viaChan, wait bool, yield func(uint64, T) bool) {
 	b := w.b
 	var (
 		batch []T
 		n     *waiter[T]
+		spun  bool
 	)
-	defer clear(batch)
+	if buf != nil {
+		batch = *buf
+		defer func() { *buf = batch }()
+	}
+	defer func() { clear(batch[:cap(batch)]) }()
 	for {
 		w.mu.Lock()
 		if w.stopped.Load() {
@@ -101,6 +115,15 @@ func (w *Watcher[T]) read(viaChan, wait bool, yield func(uint64, T) bool) {
 		}
 		gen := w.gen.Load()
 		w.mu.Unlock()
+		if !spun {
+			// Caught up: yield once before parking. A busy stream has
+			// more values by then, and this reader takes them in one
+			// batch instead of a wake-up per publish.
+			spun = true
+			runtime.Gosched()
+			continue
+		}
+		spun = false
 		if n == nil {
 			n = newWaiter[T]()
 		}

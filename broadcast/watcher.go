@@ -43,7 +43,8 @@ type Watcher[T any] struct {
 	fwd     fwdState // the C() forwarder (chan.go)
 	ch      chan T
 	stopCh  chan struct{} // closed by Stop: releases the forwarder's send
-	fwdDone chan struct{} // closed when the forwarder has exited
+	fwdDone chan struct{} // closed when the forwarder has exited; nil until it starts
+	fwdWake chan struct{} // cap 1: the idle forwarder must run
 	starter *waiter[T]    // on the parked list while the forwarder is pending
 	held    atomic.Int32  // 1 while the forwarder holds a value it is sending
 
@@ -235,9 +236,7 @@ func (w *Watcher[T]) stopWith(cause error) func() bool {
 		w.pendAll.Store(0)
 		w.roomWanted.Store(false)
 		w.changedLocked()
-		if w.fwd == fwdRunning {
-			done = w.fwdDone
-		}
+		done = w.fwdDone
 		w.stopForwarderLocked()
 	}
 	stop := w.ctxStop
