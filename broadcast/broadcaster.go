@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -51,9 +52,10 @@ type Broadcaster[T any] struct {
 	fwd      sync.WaitGroup
 
 	// Atomics, read without locks. tailw packs the sequence number of the
-	// last value (tailw >> 1, also Stats().Published) with watchedBit; it is
-	// written only under mu while watchedBit is set, and by an idle publish
-	// (a CAS) while it is clear. ring and nBlockFor are written under mu.
+	// last value (tailw >> 2, also Stats().Published) with watchedBit and
+	// writingBit (see tailBits); it is written under mu while watchedBit is
+	// set, and by an idle publish (a CAS) while it is clear. ring and
+	// nBlockFor are written under mu.
 	tailw     atomic.Uint64
 	ring      atomic.Pointer[ring[T]]
 	dropped   atomic.Uint64
@@ -74,9 +76,16 @@ type Broadcaster[T any] struct {
 	parked atomic.Pointer[waiter[T]]
 }
 
-// watchedBit, in tailw, says that Publish must take the lock: watchers
-// exist, Shutdown began, or a publisher waiting for room has yet to commit.
-const watchedBit = 1
+// The tail word's bits. watchedBit says that Publish must take the lock:
+// watchers exist, Shutdown began, or a publisher waiting for room has yet to
+// commit. With it clear, a publish only counts (a CAS), or, with history,
+// takes writingBit for the slot write (idlePublish): the tail word is then
+// the lock, and setWatched waits for it before it sets watchedBit.
+const (
+	watchedBit = 1
+	writingBit = 2
+	seqShift   = 2
+)
 
 // New returns a broadcaster. opts set the defaults for its watchers: queue
 // length [DefaultQueueLength] and policy [Drop] unless given.
@@ -100,17 +109,32 @@ func (b *Broadcaster[T]) init() {
 	b.room = make(chan struct{}, 1)
 	b.attn = math.MaxUint64
 	if b.cfg.history > 0 {
-		// History lives in the ring, which every publish must then write,
-		// watched or not.
+		// History lives in the ring, which every publish then writes,
+		// watched or not (idlePublish).
 		b.ring.Store(newRing[T](ringSize(0, b.cfg.history)))
-		b.tailw.Store(watchedBit)
 	}
 }
 
 func (b *Broadcaster[T]) ready() { b.initOnce.Do(b.init) }
 
 // tail returns the sequence number of the last value published.
-func (b *Broadcaster[T]) tail() uint64 { return b.tailw.Load() >> 1 }
+func (b *Broadcaster[T]) tail() uint64 { return b.tailw.Load() >> seqShift }
+
+// setWatched sets watchedBit, once no idle publish is writing a slot: from
+// then on every publish takes mu, and the tail is stable while it is held.
+// Called with mu held.
+func (b *Broadcaster[T]) setWatched() {
+	for {
+		x := b.tailw.Load()
+		if x&writingBit != 0 {
+			runtime.Gosched() // an idle publish is between its CAS and its store
+			continue
+		}
+		if x&watchedBit != 0 || b.tailw.CompareAndSwap(x, x|watchedBit) {
+			return
+		}
+	}
+}
 
 // Watch registers a watcher. It receives every value whose Publish is called
 // after Watch returns, and none whose Publish returned before Watch was
@@ -185,7 +209,7 @@ func (b *Broadcaster[T]) watch(prefix []T, from *uint64, opts []Option) (*Watche
 	}
 	// From here Publish takes mu, so the tail read below stays the last
 	// value published before this watcher: the registration barrier.
-	b.tailw.Or(watchedBit)
+	b.setWatched()
 	w.liveFrom = b.tail() + 1
 	start := w.liveFrom
 	if from != nil {
@@ -259,7 +283,7 @@ func (b *Broadcaster[T]) remove(w *Watcher[T]) {
 // sequence number it read before waiting, and clears the bit), nor with
 // history, which every publish writes. Called with mu held.
 func (b *Broadcaster[T]) unwatchedLocked() {
-	if len(b.watchers) == 0 && !b.closed && !b.busy && b.cfg.history == 0 {
+	if len(b.watchers) == 0 && !b.closed && !b.busy {
 		b.tailw.And(^uint64(watchedBit))
 	}
 }

@@ -3,6 +3,7 @@ package broadcast
 import (
 	"context"
 	"math"
+	"runtime"
 	"time"
 )
 
@@ -49,11 +50,9 @@ func (b *Broadcaster[T]) TryPublish(v T) (bool, error) {
 // turn with its room signal, and the parked readers.
 func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, error) {
 	for {
-		// Nobody watches: only count. watchedBit is set under mu before a
-		// watcher reads the tail, so the CAS fails if one registers.
-		x := b.tailw.Load()
-		if x&watchedBit == 0 {
-			if b.tailw.CompareAndSwap(x, x+2) {
+		// Nobody watches: no lock (idlePublish).
+		if x := b.tailw.Load(); x&watchedBit == 0 {
+			if b.idlePublish(x, v) {
 				return true, nil
 			}
 			continue
@@ -86,6 +85,30 @@ func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, erro
 		b.wakeParked()
 		return true, err
 	}
+}
+
+// idlePublish publishes v while nobody watches, given the tail word x it
+// loaded: without history it only counts (a CAS); with history it takes
+// writingBit with that CAS, writes the slot and stores the new tail, which
+// releases it. watchedBit is set under mu, after any such write, before a
+// watcher reads the tail (setWatched), so the CAS fails if one registers.
+// It reports false if the caller must look again.
+func (b *Broadcaster[T]) idlePublish(x uint64, v T) bool {
+	if b.cfg.history == 0 {
+		return b.tailw.CompareAndSwap(x, x+1<<seqShift)
+	}
+	if x&writingBit != 0 {
+		runtime.Gosched() // another idle publish is writing
+		return false
+	}
+	if !b.tailw.CompareAndSwap(x, x|writingBit) {
+		return false
+	}
+	s := x>>seqShift + 1
+	r := b.ring.Load()
+	r.buf[s&r.mask] = v
+	b.tailw.Store(s << seqShift)
+	return true
 }
 
 // lockTurn locks mu once no other publisher is waiting for room: only the
@@ -203,12 +226,12 @@ func (b *Broadcaster[T]) commit(s uint64, v T, ws *waitState) {
 		r.buf[s&r.mask] = v
 	}
 	bit := uint64(0)
-	if len(b.watchers) > 0 || b.closed || b.cfg.history > 0 {
+	if len(b.watchers) > 0 || b.closed {
 		bit = watchedBit
 	}
 	// The tail store publishes the slot: a reader loads the tail before it
 	// reads slots up to it.
-	b.tailw.Store(s<<1 | bit)
+	b.tailw.Store(s<<seqShift | bit)
 	if b.busy {
 		b.busy = false
 		if b.turn != nil {

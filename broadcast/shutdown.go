@@ -29,7 +29,7 @@ func (b *Broadcaster[T]) Shutdown(ctx context.Context) error {
 		return waitDone(ctx, done)
 	}
 	b.closed = true
-	b.tailw.Or(watchedBit) // publishers take mu and see closed
+	b.setWatched() // publishers take mu and see closed
 	b.shutDone = make(chan struct{})
 	close(b.closedCh) // publishers waiting for the turn give up
 
