@@ -54,17 +54,12 @@ func (w *Watcher[T]) read(viaChan, wait bool, yield func(uint64, T) bool) {
 // readInto is read with a batch buffer of the caller's (the forwarder
 // keeps one across its runs), or a new one if buf is nil.
 func (w *Watcher[T]) readInto(buf *[]T, viaChan, wait bool, yield func(uint64, T) bool) {
-	b := w.b
-	var (
-		batch []T
-		n     *waiter[T]
-		spun  bool
-	)
+	rd := reader[T]{w: w}
 	if buf != nil {
-		batch = *buf
-		defer func() { *buf = batch }()
+		rd.batch = *buf
+		defer func() { *buf = rd.batch }()
 	}
-	defer func() { clear(batch[:cap(batch)]) }()
+	defer func() { clear(rd.batch[:cap(rd.batch)]) }()
 	for {
 		w.mu.Lock()
 		if w.stopped.Load() {
@@ -84,28 +79,9 @@ func (w *Watcher[T]) readInto(buf *[]T, viaChan, wait bool, yield func(uint64, T
 			}
 			continue
 		}
-		if h, t := w.next.Load(), b.tail(); h <= t {
-			// The tail is loaded before the ring: the ring loaded holds
-			// every value up to t that w may read (ensureRing).
-			r := b.ring.Load()
-			k := min(t+1-h, batchSize)
-			if batch == nil {
-				batch = make([]T, 0, batchSize)
-			}
-			batch = batch[:0]
-			for q := h; q < h+k; q++ {
-				batch = append(batch, r.at(q))
-			}
-			w.mu.Unlock()
-			for i, v := range batch {
-				q := h + uint64(i)
-				if w.stopped.Load() || !w.next.CompareAndSwap(q, q+1) {
-					break
-				}
-				w.took()
-				if !yield(q, v) {
-					return
-				}
+		if h, t := w.next.Load(), w.b.tail(); h <= t {
+			if !rd.ringLocked(h, t, yield) {
+				return
 			}
 			continue
 		}
@@ -115,20 +91,64 @@ func (w *Watcher[T]) readInto(buf *[]T, viaChan, wait bool, yield func(uint64, T
 		}
 		gen := w.gen.Load()
 		w.mu.Unlock()
-		if !spun {
-			// Caught up: yield once before parking. A busy stream has
-			// more values by then, and this reader takes them in one
-			// batch instead of a wake-up per publish.
-			spun = true
-			runtime.Gosched()
-			continue
-		}
-		spun = false
-		if n == nil {
-			n = newWaiter[T]()
-		}
-		w.await(n, gen)
+		rd.wait(gen)
 	}
+}
+
+// reader is the state of one read loop.
+type reader[T any] struct {
+	w     *Watcher[T]
+	batch []T        // values copied out of the ring, not yet claimed
+	n     *waiter[T] // this loop's place on the parked list
+	spun  bool       // yielded the processor once since it last read
+}
+
+// ringLocked copies up to batchSize values of the segment [h, t] out of
+// the ring under mu, releases mu, then claims and yields them one by one.
+// It reports false if yield did. Called with mu held.
+func (rd *reader[T]) ringLocked(h, t uint64, yield func(uint64, T) bool) bool {
+	w := rd.w
+	// The tail is loaded before the ring: the ring loaded holds every
+	// value up to t that w may read (ensureRing).
+	r := w.b.ring.Load()
+	k := min(t+1-h, batchSize)
+	if rd.batch == nil {
+		rd.batch = make([]T, 0, batchSize)
+	}
+	rd.batch = rd.batch[:0]
+	for q := h; q < h+k; q++ {
+		rd.batch = append(rd.batch, r.at(q))
+	}
+	w.mu.Unlock()
+	rd.spun = false
+	for i, v := range rd.batch {
+		q := h + uint64(i)
+		if w.stopped.Load() || !w.next.CompareAndSwap(q, q+1) {
+			return true // someone else moved next: look again
+		}
+		w.took()
+		if !yield(q, v) {
+			return false
+		}
+	}
+	return true
+}
+
+// wait is what a caught-up reader does: yield the processor once (a busy
+// stream has more values by then, and they are read in one batch instead
+// of a wake-up per publish), then park until a publish or a change of w
+// (gen, as seen under mu).
+func (rd *reader[T]) wait(gen uint64) {
+	if !rd.spun {
+		rd.spun = true
+		runtime.Gosched()
+		return
+	}
+	rd.spun = false
+	if rd.n == nil {
+		rd.n = newWaiter[T]()
+	}
+	rd.w.await(rd.n, gen)
 }
 
 // readChan yields the values of w's channel, for All and Seq after C().
