@@ -47,7 +47,8 @@ type Broadcaster[T any] struct {
 	initOnce sync.Once
 	cfg      config
 	closedCh chan struct{} // closed when Shutdown begins: wakes turn waiters
-	abort    chan struct{} // closed when Shutdown's ctx ends: every wait gives up
+	abort    chan struct{} // closed when Shutdown's ctx ends: waiting publishers give up
+	fwdAbort chan struct{} // closed after that, once watchers have ended: forwarders give up
 	room     chan struct{} // cap 1: the waiting publisher should look again
 	fwd      sync.WaitGroup
 
@@ -71,6 +72,8 @@ type Broadcaster[T any] struct {
 	turn      chan struct{} // closed when busy clears; nil if nobody waits for it
 	shutDone  chan struct{} // closed when the first Shutdown has finished
 	abortOnce sync.Once
+	fwdOnce   sync.Once
+	abortLost atomic.Bool // a forwarder dropped values when Shutdown aborted it
 
 	// The parked list (park.go): a lock-free stack of waiting readers.
 	parked atomic.Pointer[waiter[T]]
@@ -106,6 +109,7 @@ func (b *Broadcaster[T]) init() {
 	}
 	b.closedCh = make(chan struct{})
 	b.abort = make(chan struct{})
+	b.fwdAbort = make(chan struct{})
 	b.room = make(chan struct{}, 1)
 	b.attn = math.MaxUint64
 	if b.cfg.history > 0 {
@@ -313,8 +317,15 @@ func (b *Broadcaster[T]) signalRoom() {
 	}
 }
 
-// abortWaits makes every waiting publisher and forwarder give up:
-// Shutdown's ctx ended.
+// abortWaits makes every waiting publisher give up: Shutdown's ctx ended.
 func (b *Broadcaster[T]) abortWaits() {
 	b.abortOnce.Do(func() { close(b.abort) })
+}
+
+// abortForwarders makes every forwarder give up: Shutdown's ctx ended. Not
+// before the publishers' commits are over and every watcher has ended: a
+// forwarder that gave up earlier would close its channel with a value
+// still to come for it.
+func (b *Broadcaster[T]) abortForwarders() {
+	b.fwdOnce.Do(func() { close(b.fwdAbort) })
 }

@@ -195,7 +195,7 @@ func (w *Watcher[T]) forward() {
 			return true
 		case <-w.stopCh:
 			return false
-		case <-b.abort:
+		case <-b.fwdAbort:
 			aborted = true
 			return false
 		}
@@ -218,7 +218,7 @@ func (w *Watcher[T]) forward() {
 		select {
 		case <-w.fwdWake:
 		case <-w.stopCh:
-		case <-b.abort:
+		case <-b.fwdAbort:
 		}
 	}
 }
@@ -242,6 +242,7 @@ func (w *Watcher[T]) idle(aborted bool) bool {
 		w.pendAll.Store(0)
 		w.claimTo(w.b.tail() + 1)
 		w.dropN(uint64(n))
+		w.b.abortLost.Store(true)
 		w.closeChLocked()
 		return true
 	case w.ended && !w.queuedLocked():

@@ -96,33 +96,29 @@ func (b *Broadcaster[T]) waitPublisherLocked(ctx context.Context) error {
 	return err
 }
 
-// waitForwarders waits until every forwarder has exited. If patient and
-// ctx ends first, it aborts them and returns ctx.Err(); if not patient
-// (ctx already ended), it aborts them at once.
+// waitForwarders waits until every forwarder has exited. If ctx ends
+// first, or already had (not patient: a publisher gave up), it aborts them;
+// it returns ctx.Err() if it was patient and an aborted forwarder dropped
+// values, nil otherwise.
 func (b *Broadcaster[T]) waitForwarders(ctx context.Context, patient bool) error {
-	if !patient {
-		b.abortWaits()
-		b.fwd.Wait()
-		return nil
-	}
 	drained := make(chan struct{})
 	go func() {
 		b.fwd.Wait()
 		close(drained)
 	}()
-	select {
-	case <-drained:
-		return nil
-	case <-ctx.Done():
+	if patient {
+		select {
+		case <-drained:
+			return nil
+		case <-ctx.Done():
+		}
 	}
-	select {
-	case <-drained: // it finished after all
-		return nil
-	default:
-	}
-	b.abortWaits()
+	b.abortForwarders()
 	<-drained
-	return ctx.Err()
+	if patient && b.abortLost.Load() {
+		return ctx.Err()
+	}
+	return nil
 }
 
 func waitDone(ctx context.Context, done <-chan struct{}) error {
