@@ -496,7 +496,7 @@ func TestRegressionShutdownAbortCountsGivenUpValue(t *testing.T) {
 		if err := b.Publish(1); err != nil {
 			t.Fatal(err)
 		}
-		synctest.Wait() // the forwarder holds 1
+		synctest.Wait()                      // the forwarder holds 1
 		if err := b.Publish(2); err != nil { // queued: the watcher is full
 			t.Fatal(err)
 		}
