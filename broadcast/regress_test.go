@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -188,12 +189,13 @@ func TestRegressionParkedWatcherRetained(t *testing.T) {
 }
 
 // TestRegressionDropOldestChannelKeepsOldest: guarantee 3 says a never-read
-// DropOldest watcher holds the last values published, and Watcher.C says
-// "A watcher that does not read holds exactly its queue". In channel mode
-// with a prefix and prefix + queue length > ChannelBuffer, the forwarder
-// hands the prefix and the first values into the channel, and those values
-// are never discarded: the watcher keeps 0..44 and then only the newest.
-// (Found by the soak; new with the C() forwarder.)
+// DropOldest watcher holds the last values published. (Found by the soak
+// with the first C() forwarder, which kept values in the channel beyond
+// what it documented.) Read through C(), a watcher holds exactly what
+// Watcher.C documents: the values in flight, min(ChannelBuffer, queue
+// length) = 50 of them (the oldest: the prefix and 0..29), never
+// discarded, then its queue length of the newest values; every other value
+// is counted as dropped.
 func TestRegressionDropOldestChannelKeepsOldest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const prefixLen, qlen, n = 20, 50, 300
@@ -222,12 +224,19 @@ func TestRegressionDropOldestChannelKeepsOldest(t *testing.T) {
 			got <- vs
 		}()
 		pendingShutdown(t, b)
-		want := prefix
+		inFlight := min(broadcast.ChannelBuffer, qlen)
+		want := slices.Clone(prefix)
+		for v := range inFlight - prefixLen {
+			want = append(want, v)
+		}
 		for v := n - qlen; v < n; v++ {
 			want = append(want, v)
 		}
 		if vs := <-got; fmt.Sprint(vs) != fmt.Sprint(want) {
-			t.Errorf("never-read DropOldest watcher, queue %d, prefix %d, %d published: holds\n%v\nwant the prefix and the last %d:\n%v", qlen, prefixLen, n, vs, qlen, want)
+			t.Errorf("never-read DropOldest watcher, queue %d, prefix %d, %d published: holds\n%v\nwant the %d in flight and the last %d:\n%v", qlen, prefixLen, n, vs, inFlight, qlen, want)
+		}
+		if d, want := w.Dropped(), uint64(n-(inFlight-prefixLen)-qlen); d != want {
+			t.Errorf("Dropped() = %d, want %d", d, want)
 		}
 	})
 }
