@@ -15,6 +15,10 @@ import (
 // draining it, Stop while the forwarder is blocked, Block room detection
 // through the forwarder, and the channel's size.
 
+// The channel holds min(ChannelBuffer, queue length) - 1 values and the
+// forwarder one more in its blocked send: min(ChannelBuffer, queue length)
+// in flight. A prefix does not change it (prefix values are exempt from the
+// queue length, and the forwarder reads them as any other value).
 func TestChannelSize(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -22,11 +26,13 @@ func TestChannelSize(t *testing.T) {
 		prefix int
 		want   int
 	}{
-		{"default queue", DefaultQueueLength, 0, ChannelBuffer},
-		{"short queue", 3, 0, 3},
-		{"short queue with prefix", 3, 2, 5},
-		{"long prefix", 3, 100, ChannelBuffer},
-		{"queue of one", 1, 0, 1},
+		{"default queue", DefaultQueueLength, 0, ChannelBuffer - 1},
+		{"short queue", 3, 0, 2},
+		{"short queue with prefix", 3, 2, 2},
+		{"long prefix", 3, 100, 2},
+		{"queue of ChannelBuffer", ChannelBuffer, 0, ChannelBuffer - 1},
+		{"queue of ChannelBuffer+1", ChannelBuffer + 1, 0, ChannelBuffer - 1},
+		{"queue of one: unbuffered", 1, 0, 0},
 	} {
 		for _, p := range []Policy{Drop, DropOldest, Block, BlockFor(time.Second)} {
 			t.Run(tc.name+"/"+p.String(), func(t *testing.T) {
@@ -108,8 +114,11 @@ func TestShutdownDrainsLongCQueue(t *testing.T) {
 				if diff := cmp.Diff(seq(0, len(got)), got); diff != "" {
 					t.Errorf("received (-want +got):\n%s", diff)
 				}
-				if len(got) < ChannelBuffer || len(got) > ChannelBuffer+1 {
-					t.Errorf("received %d values, want the channel's %d (+1 in hand)", len(got), ChannelBuffer)
+				// The channel keeps what it holds (its capacity,
+				// ChannelBuffer-1); the value the forwarder held in its
+				// blocked send and the rest are dropped, counted.
+				if len(got) != cap(ch) || cap(ch) != ChannelBuffer-1 {
+					t.Errorf("received %d values, want the channel's %d", len(got), ChannelBuffer-1)
 				}
 				if d := w.Dropped(); int(d)+len(got) != n {
 					t.Errorf("Dropped() %d + received %d != published %d", d, len(got), n)
@@ -163,24 +172,30 @@ func TestBlockLongQueueThroughC(t *testing.T) {
 }
 
 // A never-reading Block watcher read through C() with a queue longer than
-// the channel holds exactly its queue length, and a TryPublish then fails.
+// the channel holds exactly its queue length plus the values in flight
+// (ChannelBuffer-1 in the channel, one in the forwarder's blocked send),
+// and a TryPublish then fails.
 func TestBlockLongQueueFullThroughC(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const qlen = 200
+		const held = qlen + ChannelBuffer // queue + in flight
 		b := New[int](WithQueueLength(qlen), WithPolicy(Block))
 		w, _ := b.Watch()
 		ch := w.C()
-		for i := range qlen {
+		for i := range held {
 			if err := b.Publish(i); err != nil {
 				t.Fatal(err)
 			}
 		}
 		synctest.Wait() // the forwarder fills the channel and blocks
-		if ok, err := b.TryPublish(qlen); ok || err != nil {
+		if n := w.Len(); n != held {
+			t.Errorf("Len() = %d, want %d", n, held)
+		}
+		if ok, err := b.TryPublish(held); ok || err != nil {
 			t.Fatalf("TryPublish on a full Block watcher = %v, %v; want false, nil", ok, err)
 		}
 		published := make(chan error)
-		go func() { published <- b.Publish(qlen) }()
+		go func() { published <- b.Publish(held) }()
 		synctest.Wait()
 		select {
 		case err := <-published:
@@ -198,8 +213,11 @@ func TestBlockLongQueueFullThroughC(t *testing.T) {
 		for v := range ch {
 			got = append(got, v)
 		}
-		if diff := cmp.Diff(seq(1, qlen+1), got); diff != "" {
+		if diff := cmp.Diff(seq(1, held+1), got); diff != "" {
 			t.Errorf("received (-want +got):\n%s", diff)
+		}
+		if d := w.Dropped(); d != 0 {
+			t.Errorf("Dropped() = %d, want 0", d)
 		}
 	})
 }
@@ -237,8 +255,14 @@ func TestStopWhileForwarderBlocked(t *testing.T) {
 				if diff := cmp.Diff(seq(0, len(got)), got); diff != "" {
 					t.Errorf("received (-want +got):\n%s", diff)
 				}
-				if len(got) > ChannelBuffer+1 {
-					t.Errorf("received %d values after Stop, want at most %d", len(got), ChannelBuffer+1)
+				// C() keeps what its buffer held (full: the forwarder was
+				// blocked); the value in the forwarder's send and the rest
+				// are discarded, not counted.
+				if len(got) != ChannelBuffer-1 {
+					t.Errorf("received %d values after Stop, want the channel's %d", len(got), ChannelBuffer-1)
+				}
+				if d := w.Dropped(); d != 0 {
+					t.Errorf("Dropped() = %d after Stop, want 0", d)
 				}
 				if err := b.Publish(1); err != nil {
 					t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -188,12 +189,13 @@ func TestRegressionParkedWatcherRetained(t *testing.T) {
 }
 
 // TestRegressionDropOldestChannelKeepsOldest: guarantee 3 says a never-read
-// DropOldest watcher holds the last values published, and Watcher.C says
-// "A watcher that does not read holds exactly its queue". In channel mode
-// with a prefix and prefix + queue length > ChannelBuffer, the forwarder
-// hands the prefix and the first values into the channel, and those values
-// are never discarded: the watcher keeps 0..44 and then only the newest.
-// (Found by the soak; new with the C() forwarder.)
+// DropOldest watcher holds the last values published. (Found by the soak
+// with the first C() forwarder, which kept values in the channel beyond
+// what it documented.) Read through C(), a watcher holds exactly what
+// Watcher.C documents: the values in flight, min(ChannelBuffer, queue
+// length) = 50 of them (the oldest: the prefix and 0..29), never
+// discarded, then its queue length of the newest values; every other value
+// is counted as dropped.
 func TestRegressionDropOldestChannelKeepsOldest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const prefixLen, qlen, n = 20, 50, 300
@@ -222,12 +224,19 @@ func TestRegressionDropOldestChannelKeepsOldest(t *testing.T) {
 			got <- vs
 		}()
 		pendingShutdown(t, b)
-		want := prefix
+		inFlight := min(broadcast.ChannelBuffer, qlen)
+		want := slices.Clone(prefix)
+		for v := range inFlight - prefixLen {
+			want = append(want, v)
+		}
 		for v := n - qlen; v < n; v++ {
 			want = append(want, v)
 		}
 		if vs := <-got; fmt.Sprint(vs) != fmt.Sprint(want) {
-			t.Errorf("never-read DropOldest watcher, queue %d, prefix %d, %d published: holds\n%v\nwant the prefix and the last %d:\n%v", qlen, prefixLen, n, vs, qlen, want)
+			t.Errorf("never-read DropOldest watcher, queue %d, prefix %d, %d published: holds\n%v\nwant the %d in flight and the last %d:\n%v", qlen, prefixLen, n, vs, inFlight, qlen, want)
+		}
+		if d, want := w.Dropped(), uint64(n-(inFlight-prefixLen)-qlen); d != want {
+			t.Errorf("Dropped() = %d, want %d", d, want)
 		}
 	})
 }
@@ -474,6 +483,85 @@ func TestRegressionStopFillsBeforeLeaving(t *testing.T) {
 		<-published
 		if err := b.Shutdown(context.Background()); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestRegressionShutdownAbortCountsGivenUpValue: Shutdown's ctx ends while
+// a Publish waits for a full Block watcher read through C() that nobody
+// reads. Guarantee 3's count must hold: every value published to the
+// watcher is received or counted in Dropped(). The core closes one abort
+// channel for both the waiting publisher and the forwarder; the forwarder
+// can run first: it drops what it holds and claims the watcher's queue,
+// closes C() and exits, and then the publisher that gave up commits its
+// value, which now finds room and is queued for a watcher whose channel is
+// closed: neither received nor counted (Len() stays 1 forever).
+func TestRegressionShutdownAbortCountsGivenUpValue(t *testing.T) {
+	t.Skip("core bug: Shutdown past its deadline loses a given-up Publish's value for a C() watcher, uncounted (forwarder aborts before the publisher commits)")
+	synctest.Test(t, func(t *testing.T) {
+		b := broadcast.New[int](broadcast.WithPolicy(broadcast.Block), broadcast.WithQueueLength(1))
+		w, _ := b.Watch()
+		ch := w.C() // unbuffered: the forwarder holds one value in its send
+		if err := b.Publish(1); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()                      // the forwarder holds 1
+		if err := b.Publish(2); err != nil { // queued: the watcher is full
+			t.Fatal(err)
+		}
+		pub := make(chan error, 1)
+		go func() { pub <- b.Publish(3) }()
+		synctest.Wait() // Publish(3) waits for room
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := b.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Shutdown = %v, want DeadlineExceeded", err)
+		}
+		if err := <-pub; !errors.Is(err, broadcast.ErrClosed) {
+			t.Errorf("the waiting Publish(3) = %v, want ErrClosed", err)
+		}
+		n := 0
+		for range ch {
+			n++
+		}
+		if n+int(w.Dropped()) != 3 {
+			t.Errorf("received %d + Dropped() %d != 3 published to the watcher", n, w.Dropped())
+		}
+		if l := w.Len(); l != 0 {
+			t.Errorf("Len() = %d after C() closed, want 0", l)
+		}
+	})
+}
+
+// TestRegressionShutdownDoneCtxNothingToWait: Shutdown with a ctx already
+// canceled, when nothing waits (no Publish waiting, no C() forwarder,
+// here not even a watcher), completes and returns nil: ctx did not end
+// first, there was nothing to wait for (the hostile case "Shutdown(canceled
+// ctx) with no Publish waiting" holds it to that). The core's
+// waitForwarders starts a goroutine for b.fwd.Wait and selects between it
+// and ctx.Done(), so a done ctx usually wins before that goroutine runs,
+// and Shutdown returns Canceled having dropped nothing.
+func TestRegressionShutdownDoneCtxNothingToWait(t *testing.T) {
+	t.Skip("core bug: Shutdown(canceled ctx) returns Canceled with nothing to wait for")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for _, watchers := range []int{0, 1} {
+		b := broadcast.New[int]()
+		for range watchers {
+			w, err := b.Watch()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Stop()
+		}
+		if err := b.Publish(1); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Shutdown(ctx); err != nil {
+			t.Errorf("%d watchers: Shutdown(canceled ctx) with nothing to wait for = %v, want nil", watchers, err)
+		}
+		if d := b.Stats().Dropped; d != 0 {
+			t.Errorf("%d watchers: Dropped = %d, want 0", watchers, d)
 		}
 	}
 }
