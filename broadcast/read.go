@@ -120,7 +120,10 @@ func (rd *reader[T]) ringLocked(h, t uint64, yield func(uint64, T) bool) bool {
 		rd.batch = append(rd.batch, r.at(q))
 	}
 	w.mu.Unlock()
-	rd.spun = false
+	// Yield once before parking only after a batch of several values: a
+	// stream that busy is read in batches; one value at a time is a quiet
+	// stream, whose next value is better waited for parked.
+	rd.spun = k == 1
 	for i, v := range rd.batch {
 		q := h + uint64(i)
 		if w.stopped.Load() || !w.next.CompareAndSwap(q, q+1) {
