@@ -192,6 +192,10 @@ func (w *Watcher[T]) forward() {
 		defer w.held.Store(0)
 		select {
 		case w.ch <- v:
+			// The reader took a value from a full channel: let it take
+			// more before refilling, or every receive wakes this goroutine
+			// for one value, and the two contend for the channel's lock.
+			runtime.Gosched()
 			return true
 		case <-w.stopCh:
 			return false
