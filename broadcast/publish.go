@@ -254,9 +254,8 @@ func (b *Broadcaster[T]) attend(s uint64, r *ring[T], ws *waitState) {
 			evicted := w.attendLocked(s, r)
 			w.mu.Unlock()
 			if evicted {
-				if w.ctxStop != nil {
-					w.ctxStop() // ended already: nothing to stop when ctx ends
-				}
+				// A WithContext callback stays: when ctx ends it stops w,
+				// which releases a forwarder blocked on a reader gone.
 				b.remove(w)
 				i--
 				continue
