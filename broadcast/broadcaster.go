@@ -64,16 +64,19 @@ type Broadcaster[T any] struct {
 
 	// mu guards these and serializes commits, so that every watcher sees one
 	// order. It is never held while waiting.
-	mu        sync.Mutex
-	watchers  []*Watcher[T]
-	attn      uint64        // no watcher needs a visit before this sequence number
-	closed    bool          // Shutdown began
-	busy      bool          // a publisher is waiting for room: the others wait for turn
-	turn      chan struct{} // closed when busy clears; nil if nobody waits for it
-	shutDone  chan struct{} // closed when the first Shutdown has finished
-	abortOnce sync.Once
-	fwdOnce   sync.Once
-	abortLost atomic.Bool // a forwarder dropped values when Shutdown aborted it
+	mu       sync.Mutex
+	watchers []*Watcher[T]
+	// evictedCtx: evicted watchers whose WithContext callback may still
+	// run, until Stop or Shutdown unregisters it.
+	evictedCtx map[*Watcher[T]]struct{}
+	attn       uint64        // no watcher needs a visit before this sequence number
+	closed     bool          // Shutdown began
+	busy       bool          // a publisher is waiting for room: the others wait for turn
+	turn       chan struct{} // closed when busy clears; nil if nobody waits for it
+	shutDone   chan struct{} // closed when the first Shutdown has finished
+	abortOnce  sync.Once
+	fwdOnce    sync.Once
+	abortLost  atomic.Bool // a forwarder dropped values when Shutdown aborted it
 
 	// The parked list (park.go): a lock-free stack of waiting readers.
 	parked atomic.Pointer[waiter[T]]
@@ -110,6 +113,7 @@ func (b *Broadcaster[T]) init() {
 	b.closedCh = make(chan struct{})
 	b.abort = make(chan struct{})
 	b.fwdAbort = make(chan struct{})
+	b.evictedCtx = make(map[*Watcher[T]]struct{})
 	b.room = make(chan struct{}, 1)
 	b.attn = math.MaxUint64
 	if b.cfg.history > 0 {

@@ -256,6 +256,10 @@ func (b *Broadcaster[T]) attend(s uint64, r *ring[T], ws *waitState) {
 			if evicted {
 				// A WithContext callback stays: when ctx ends it stops w,
 				// which releases a forwarder blocked on a reader gone.
+				// Shutdown still finds it there.
+				if w.ctxStop != nil {
+					b.evictedCtx[w] = struct{}{}
+				}
 				b.remove(w)
 				i--
 				continue

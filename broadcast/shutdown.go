@@ -49,6 +49,10 @@ func (b *Broadcaster[T]) Shutdown(ctx context.Context) error {
 			callbacks = append(callbacks, w)
 		}
 	}
+	for w := range b.evictedCtx {
+		callbacks = append(callbacks, w)
+	}
+	clear(b.evictedCtx)
 	clear(b.watchers)
 	b.watchers = nil
 	b.nBlockFor.Store(0)

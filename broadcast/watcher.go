@@ -231,6 +231,7 @@ func (w *Watcher[T]) stopWith(cause error) func() bool {
 		}
 		w.stopped.Store(true)
 		b.remove(w)
+		delete(b.evictedCtx, w)
 		w.pend = deque[item[T]]{}
 		w.pendN.Store(0)
 		w.pendAll.Store(0)
