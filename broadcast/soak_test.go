@@ -168,12 +168,6 @@ type soakSpec struct {
 	stallFor  time.Duration // stalled, not a survivor: Stop after this long
 }
 
-// usedC reports whether sw was read through C() (or switched to it).
-func (sw *soakWatcher) usedC() bool {
-	return sw.spec.read == soakReadC || sw.spec.read == soakReadMixed || sw.spec.chanMode ||
-		(sw.spec.read == soakReadNever && sw.id%2 == 1)
-}
-
 func (sp soakSpec) queueLen() int {
 	if sp.qlen == 0 {
 		return broadcast.DefaultQueueLength
