@@ -628,3 +628,64 @@ func TestRegressionContextStopsEvictedWatcher(t *testing.T) {
 		}
 	})
 }
+
+// TestRegressionWatchDuringIdlePublishes: guarantee 1 with publishes running
+// while Watch registers the broadcaster's first watcher. With no watcher,
+// Publish only counts (a CAS on the tail word, nothing written to the
+// ring) until Watch sets the watched bit. Watch reads the tail for the
+// watcher's start before it sets that bit, and its live start after: a
+// value published in between lies in the watcher's segment, exempt like a
+// replayed one, but was never written to the ring, so the watcher yields
+// whatever that slot holds: 0 here (a new ring), or a value of an earlier
+// lap. Values are 1, 2, ...: a 0 is such a slot. TestRegistrationBarrier
+// shows it too ("received 0, published before Watch was called"), about
+// one run in two under -race -count=30.
+func TestRegressionWatchDuringIdlePublishes(t *testing.T) {
+	t.Skip("core bug: Watch reads its start before setting the watched bit; values published idle in between are read from unwritten ring slots")
+	bad := 0
+	for round := range 300 {
+		b := broadcast.New[int]()
+		stop := make(chan struct{})
+		var pub sync.WaitGroup
+		pub.Go(func() {
+			for v := 1; ; v++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if b.Publish(v) != nil {
+					return
+				}
+			}
+		})
+		w, err := b.Watch()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []int
+		for v := range w.All() {
+			if got = append(got, v); len(got) == 5 {
+				break
+			}
+		}
+		close(stop)
+		pub.Wait()
+		for i, v := range got {
+			if v <= 0 || (i > 0 && v != got[i-1]+1) {
+				bad++
+				if bad <= 3 {
+					t.Errorf("round %d: the first watcher read %v: %d was never published or breaks the order", round, got, v)
+				}
+				break
+			}
+		}
+		w.Stop()
+		if err := b.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if bad > 0 {
+		t.Errorf("%d of 300 rounds read a slot never written", bad)
+	}
+}
