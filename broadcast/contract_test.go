@@ -1328,8 +1328,19 @@ func TestNoGoroutineAfterShutdown(t *testing.T) {
 		}
 		testutil.CollectSeq(t, ws[0].All(), 1, guard) // breaks out: the watcher stays registered
 		ws[2].Stop()
+		// The watchers whose C() was called may hold more than their
+		// channels buffer (values in flight beyond the queue length,
+		// depending on how many TryPublish calls succeeded): Shutdown
+		// waits for a reader to take them, so read them meanwhile.
+		var drains []<-chan []int
+		for i := 0; i < len(ws); i += 3 {
+			drains = append(drains, reader(ws[i], readPaths[0], 0))
+		}
 		shutdown(t, b)
 		<-read
+		for _, d := range drains {
+			<-d
+		}
 		goleak.VerifyNone(t, ignore)
 	})
 
