@@ -375,14 +375,6 @@ func TestAbandonedReaderBlock(t *testing.T) {
 					t.Errorf("second Shutdown = %v, want nil", err)
 				}
 				if got := w.Dropped(); got != uint64(dropped) {
-					if abandonModes[mode].viaC {
-						// Known core bug, reproduced by
-						// TestRegressionShutdownAbortCountsGivenUpValue:
-						// last+2 is queued after the forwarder gave up,
-						// neither received nor counted. Checked strictly
-						// again once it is fixed.
-						t.Skipf("core bug: Dropped() = %d, want %d: the value whose Publish gave up at Shutdown's deadline is lost uncounted", got, dropped)
-					}
 					t.Errorf("Dropped() = %d, want %d (%d at PublishContext's deadline, %d at Shutdown's)", got, dropped, last+1, last+2)
 				}
 				if d := cmp.Diff(broadcast.Stats{Published: uint64(last + 2), Dropped: uint64(dropped)}, b.Stats()); d != "" {

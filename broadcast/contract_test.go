@@ -319,12 +319,9 @@ func TestRegistrationBarrier(t *testing.T) {
 					}
 					if slices.Contains(vs, 0) {
 						// 0 was published first, long before Watch: it is
-						// what a ring slot never written holds. Known core
-						// bug, reproduced by
-						// TestRegressionWatchDuringIdlePublishes (about one
-						// run in two under -race -count=30). Checked
-						// strictly again once fixed.
-						t.Skipf("core bug: the watcher read ring slots never written (received %v...)", vs[:min(len(vs), 5)])
+						// also what a ring slot never written holds
+						// (TestRegressionWatchDuringIdlePublishes).
+						t.Fatalf("the watcher received 0, published long before Watch (received %v...)", vs[:min(len(vs), 5)])
 					}
 					if vs[0] <= before {
 						t.Errorf("watcher received %d, published before Watch was called (last such value %d)", vs[0], before)

@@ -324,16 +324,14 @@ func (m *fzModel) cancel(a byte) {
 	}
 	if w.evicted && !w.stopped {
 		// Stopped, All() ends at once: if it yields a value, ctx did not
-		// stop the evicted watcher. Known core bug, reproduced by
-		// TestRegressionContextStopsEvictedWatcher: the core unregisters
-		// the ctx at eviction. Checked again once fixed. (Every watcher is
-		// stopped first, so that the cleanup's Shutdown need not wait for
-		// C() readers.)
+		// stop the evicted watcher (TestRegressionContextStopsEvictedWatcher).
+		// (Every watcher is stopped first, so that the cleanup's Shutdown
+		// need not wait for C() readers.)
 		for v := range w.w.All() {
 			for _, x := range m.ws {
 				x.w.Stop()
 			}
-			m.t.Skipf("step %d: core bug: %s: ctx ended after eviction and the watcher was not stopped (All() yields %d)", m.step, w.name, v)
+			m.t.Fatalf("step %d: %s: ctx ended after eviction and the watcher was not stopped (All() yields %d)", m.step, w.name, v)
 		}
 	}
 	m.stopped(w)

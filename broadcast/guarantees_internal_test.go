@@ -248,10 +248,8 @@ func TestBarrierAndTotalOrder(t *testing.T) {
 		}
 		if zeros > 1 || (zeros == 1 && o.before[0] > 0) {
 			// 0, publisher 0's first value, is also what a ring slot
-			// never written holds. Known core bug, reproduced by
-			// TestRegressionWatchDuringIdlePublishes. Checked strictly
-			// again once fixed.
-			t.Skipf("core bug: a watcher read ring slots never written (%d zeros, publisher 0 at %d when it called Watch)", zeros, o.before[0])
+			// never written holds (TestRegressionWatchDuringIdlePublishes).
+			t.Fatalf("a watcher received 0 %d times (publisher 0 at %d when it called Watch)", zeros, o.before[0])
 		}
 	}
 	for k, o := range ws {

@@ -337,11 +337,6 @@ func hostileContextCases() []hostileCase {
 				w := hWatch(t, b, hBlock(1)...)
 				hPub(t, b, 1)
 				err := b.Shutdown(canceled())
-				if errors.Is(err, context.Canceled) {
-					// Known core bug, reproduced by
-					// TestRegressionShutdownDoneCtxNothingToWait.
-					t.Skip("core bug: Shutdown(canceled ctx) returns Canceled with nothing to wait for")
-				}
 				r.Errs = append(r.Errs, hostileErr(err), hostileErr(b.Publish(2)))
 				r.Values = hAll(t, w)
 				r.Stats = b.Stats()
@@ -445,11 +440,6 @@ func hostileShutdownExpired(path string) hostileCase {
 			r.Values, r.Other = hC(t, full), hC(t, roomy)
 			r.Dropped = []uint64{full.Dropped(), roomy.Dropped()}
 			r.Stats = b.Stats()
-			if path == "C" && r.Dropped[0] == 2 {
-				// Known core bug, reproduced by
-				// TestRegressionShutdownAbortCountsGivenUpValue.
-				t.Skip("core bug: the value whose Publish gave up at Shutdown's deadline is lost uncounted for a C() watcher")
-			}
 		},
 		want: hostileResult{
 			Errs:    []string{"DeadlineExceeded", "ErrClosed"},
@@ -1029,11 +1019,6 @@ func hostileReentrantCases(path string) []hostileCase {
 				}
 				r.Dropped = []uint64{w.Dropped()}
 				r.Stats = b.Stats()
-				if path == "C" && r.Dropped[0] == 2 {
-					// Known core bug, reproduced by
-					// TestRegressionShutdownAbortCountsGivenUpValue.
-					t.Skip("core bug: the value whose Publish gave up at Shutdown's deadline is lost uncounted for a C() watcher")
-				}
 			},
 			want: hostileResult{
 				Values:  map[string][]int{"All": {1, 2}, "C": {1}}[path],
