@@ -14,8 +14,18 @@ package broadcast_test
 //     returns at its deadline, and Shutdown(ctx) returns ctx.Err() at its
 //     deadline with every watcher closed and no goroutine left.
 //
+// A watcher whose reader used C() holds more: C()'s forwarder keeps reading
+// it after the reader left, and holds min(ChannelBuffer, queue length)
+// values in flight (abandonQueue-1 in the channel, one in its blocked
+// send), which are never dropped; then its queue holds its queue length as
+// above. Since those values must reach a reader before C() closes,
+// Shutdown waits for one: TestAbandonedReaderLossy reads the watcher
+// during Shutdown, TestAbandonedReaderBlock lets Shutdown's deadline pass
+// (the channel keeps what it holds, the rest is dropped, counted).
+//
 // Everything timed runs in a testing/synctest bubble, so the durations
-// asserted are exact virtual time, not measurements.
+// asserted are exact virtual time, not measurements; a synctest.Wait after
+// each publish lets the forwarder take what it can.
 
 import (
 	"context"
@@ -39,17 +49,22 @@ const abandonQueue = 3
 // abandonWait is d of BlockFor(d).
 const abandonWait = 2 * time.Second
 
+// abandonInFlight is how many values a watcher whose reader used C() holds
+// beyond its queue length.
+const abandonInFlight = min(broadcast.ChannelBuffer, abandonQueue)
+
 // How a reader leaves. Each reads 1 and 2 of the queued 1, 2, 3 and leaves
 // without Stop; 3 must still be queued for the watcher afterwards (All()
 // batches values, and a batch not yielded stays queued).
 var abandonModes = []struct {
 	name string
+	viaC bool // the reader used C(): the forwarder holds abandonInFlight values
 	// leave starts the reader and returns once it has left; rest returns
 	// what the reader reads after it is released at the end (only the
 	// stuck reader reads on), or nil.
 	leave func(t *testing.T, w *broadcast.Watcher[int]) (rest func() []int)
 }{
-	{"break out of All()", func(t *testing.T, w *broadcast.Watcher[int]) func() []int {
+	{"break out of All()", false, func(t *testing.T, w *broadcast.Watcher[int]) func() []int {
 		var got []int
 		for v := range w.All() {
 			if got = append(got, v); len(got) == 2 {
@@ -59,7 +74,7 @@ var abandonModes = []struct {
 		abandonCheckRead(t, got)
 		return nil
 	}},
-	{"goroutine returns from an All() loop", func(t *testing.T, w *broadcast.Watcher[int]) func() []int {
+	{"goroutine returns from an All() loop", false, func(t *testing.T, w *broadcast.Watcher[int]) func() []int {
 		abandonCheckRead(t, <-abandonGoroutine(func(f func(int) bool) {
 			for v := range w.All() {
 				if !f(v) {
@@ -69,7 +84,7 @@ var abandonModes = []struct {
 		}))
 		return nil
 	}},
-	{"goroutine returns from a range over C()", func(t *testing.T, w *broadcast.Watcher[int]) func() []int {
+	{"goroutine returns from a range over C()", true, func(t *testing.T, w *broadcast.Watcher[int]) func() []int {
 		abandonCheckRead(t, <-abandonGoroutine(func(f func(int) bool) {
 			for v := range w.C() {
 				if !f(v) {
@@ -79,7 +94,7 @@ var abandonModes = []struct {
 		}))
 		return nil
 	}},
-	{"All() loop body panics, recovered outside the loop", func(t *testing.T, w *broadcast.Watcher[int]) func() []int {
+	{"All() loop body panics, recovered outside the loop", false, func(t *testing.T, w *broadcast.Watcher[int]) func() []int {
 		abandonCheckRead(t, <-abandonGoroutine(func(f func(int) bool) {
 			defer func() { recover() }()
 			for v := range w.All() {
@@ -90,7 +105,7 @@ var abandonModes = []struct {
 		}))
 		return nil
 	}},
-	{"C() reader goroutine exits by runtime.Goexit", func(t *testing.T, w *broadcast.Watcher[int]) func() []int {
+	{"C() reader goroutine exits by runtime.Goexit", true, func(t *testing.T, w *broadcast.Watcher[int]) func() []int {
 		abandonCheckRead(t, <-abandonGoroutine(func(f func(int) bool) {
 			for v := range w.C() {
 				if !f(v) {
@@ -100,7 +115,7 @@ var abandonModes = []struct {
 		}))
 		return nil
 	}},
-	{"reader stuck in its All() loop body until the end", func(t *testing.T, w *broadcast.Watcher[int]) func() []int {
+	{"reader stuck in its All() loop body until the end", false, func(t *testing.T, w *broadcast.Watcher[int]) func() []int {
 		release := make(chan struct{})
 		read := make(chan []int, 1)
 		rest := make(chan []int, 1)
@@ -189,49 +204,86 @@ func abandonRead(t *testing.T, w *broadcast.Watcher[int], rest func() []int, via
 
 func TestAbandonedReaderLossy(t *testing.T) {
 	for _, pc := range []struct {
-		name string
-		p    broadcast.Policy
-		held []int
-		wait time.Duration // how long publishing 4..12 takes
+		name  string
+		p     broadcast.Policy
+		held  []int // read through All(): the queue length
+		heldC []int // read through C(): abandonInFlight values in flight (3, 4, 5), then the queue length
 	}{
-		{"Drop", broadcast.Drop, []int{3, 4, 5}, 0},
-		{"DropOldest", broadcast.DropOldest, []int{10, 11, 12}, 0},
-		{"BlockFor", broadcast.BlockFor(abandonWait), []int{3, 4, 5}, 7 * abandonWait},
+		{"Drop", broadcast.Drop, []int{3, 4, 5}, []int{3, 4, 5, 6, 7, 8}},
+		{"DropOldest", broadcast.DropOldest, []int{10, 11, 12}, []int{3, 4, 5, 10, 11, 12}},
+		{"BlockFor", broadcast.BlockFor(abandonWait), []int{3, 4, 5}, []int{3, 4, 5, 6, 7, 8}},
 	} {
 		for mode, m := range abandonModes {
 			t.Run(pc.name+"/"+m.name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
+					held := pc.held
+					if m.viaC {
+						held = pc.heldC
+					}
+					// 12 published to it: 2 read, what it holds, the rest counted.
+					dropped := 12 - 2 - len(held)
+					var wait time.Duration // how long publishing 4..12 takes
+					if pc.p != broadcast.Drop && pc.p != broadcast.DropOldest {
+						wait = time.Duration(dropped) * abandonWait
+					}
 					b, w, other, rest := abandonSetup(t, pc.p, mode)
 					start := time.Now()
 					for v := 4; v <= 12; v++ {
 						// Drop and DropOldest never refuse; BlockFor waits.
-						if pc.wait == 0 {
+						if wait == 0 {
 							if ok, err := b.TryPublish(v); !ok || err != nil {
 								t.Fatalf("TryPublish(%d) = (%v, %v), want (true, nil): a full %s watcher never holds publishers up", v, ok, err, pc.name)
 							}
 						} else if err := b.Publish(v); err != nil {
 							t.Fatalf("Publish(%d): %v", v, err)
 						}
+						synctest.Wait() // the forwarder, if any, takes what it can
 					}
-					if got := time.Since(start); got != pc.wait {
-						t.Errorf("publishing 4..12 took %v, want %v", got, pc.wait)
+					if got := time.Since(start); got != wait {
+						t.Errorf("publishing 4..12 took %v, want %v", got, wait)
 					}
-					// 12 published to it: 2 read, queue length held, the rest counted.
-					if got, want := w.Dropped(), uint64(12-2-abandonQueue); got != want {
+					if got, want := w.Dropped(), uint64(dropped); got != want {
 						t.Errorf("Dropped() = %d, want %d", got, want)
+					}
+					if got := w.Len(); got != len(held) {
+						t.Errorf("Len() = %d, want %d", got, len(held))
+					}
+					// Through C(), more is queued than the channel holds:
+					// Shutdown waits for a reader, so read meanwhile.
+					var heldGot <-chan []int
+					if m.viaC && rest == nil {
+						c := make(chan []int, 1)
+						go func() {
+							var vs []int
+							for v := range w.All() { // after C(): reads the channel
+								vs = append(vs, v)
+							}
+							c <- vs
+						}()
+						heldGot = c
 					}
 					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 					defer cancel()
+					start = time.Now()
 					if err := b.Shutdown(ctx); err != nil {
-						t.Errorf("Shutdown = %v, want nil: nothing waits", err)
+						t.Errorf("Shutdown = %v, want nil", err)
 					}
-					if d := cmp.Diff(pc.held, abandonRead(t, w, rest, mode%2 == 0)); d != "" {
+					if got := time.Since(start); got != 0 {
+						t.Errorf("Shutdown took %v, want no wait", got)
+					}
+					var got []int
+					if heldGot != nil {
+						got = <-heldGot
+					} else {
+						got = abandonRead(t, w, rest, mode%2 == 0)
+					}
+					if d := cmp.Diff(held, got); d != "" {
 						t.Errorf("the abandoned watcher held (-want +got):\n%s", d)
 					}
 					if d := cmp.Diff(testutil.Seq(1, 13), testutil.Drain(t, other.C(), time.Minute)); d != "" {
 						t.Errorf("the other watcher (-want +got):\n%s", d)
 					}
-					if d := cmp.Diff(broadcast.Stats{Published: 12, Dropped: 7}, b.Stats()); d != "" {
+					if d := cmp.Diff(broadcast.Stats{Published: 12, Dropped: uint64(dropped)}, b.Stats()); d != "" {
 						t.Errorf("Stats() (-want +got):\n%s", d)
 					}
 				})
@@ -246,30 +298,40 @@ func TestAbandonedReaderBlock(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				b, w, other, rest := abandonSetup(t, broadcast.Block, mode)
-				for v := 4; v <= 5; v++ { // the queue holds 3, 4, 5
+				// The watcher holds 3 to last: its queue length, plus, if
+				// its reader used C(), abandonInFlight values in flight.
+				last := 2 + abandonQueue
+				if abandonModes[mode].viaC {
+					last += abandonInFlight
+				}
+				for v := 4; v <= last; v++ {
 					if ok, err := b.TryPublish(v); !ok || err != nil {
 						t.Fatalf("TryPublish(%d) = (%v, %v), want (true, nil): there is room", v, ok, err)
 					}
+					synctest.Wait() // the forwarder, if any, takes what it can
 				}
-				if ok, err := b.TryPublish(6); ok || err != nil {
-					t.Errorf("TryPublish(6) = (%v, %v), want (false, nil): the abandoned Block watcher is full", ok, err)
+				if got := w.Len(); got != last-2 {
+					t.Errorf("Len() = %d, want %d", got, last-2)
+				}
+				if ok, err := b.TryPublish(last + 1); ok || err != nil {
+					t.Errorf("TryPublish(%d) = (%v, %v), want (false, nil): the abandoned Block watcher is full", last+1, ok, err)
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				defer cancel()
 				start := time.Now()
-				if err := b.PublishContext(ctx, 6); !errors.Is(err, context.DeadlineExceeded) {
-					t.Errorf("PublishContext(6) = %v, want DeadlineExceeded", err)
+				if err := b.PublishContext(ctx, last+1); !errors.Is(err, context.DeadlineExceeded) {
+					t.Errorf("PublishContext(%d) = %v, want DeadlineExceeded", last+1, err)
 				}
 				if got := time.Since(start); got != time.Second {
-					t.Errorf("PublishContext(6) returned after %v, want 1s, its deadline", got)
+					t.Errorf("PublishContext(%d) returned after %v, want 1s, its deadline", last+1, got)
 				}
 
 				pub := make(chan error, 1)
-				go func() { pub <- b.Publish(7) }()
+				go func() { pub <- b.Publish(last + 2) }()
 				synctest.Wait()
 				select {
 				case err := <-pub:
-					t.Fatalf("Publish(7) returned %v; want it to wait for the abandoned Block watcher", err)
+					t.Fatalf("Publish(%d) returned %v; want it to wait for the abandoned Block watcher", last+2, err)
 				default:
 				}
 				sctx, scancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -282,18 +344,23 @@ func TestAbandonedReaderBlock(t *testing.T) {
 					t.Errorf("Shutdown returned after %v, want 5s, its deadline", got)
 				}
 				if err := <-pub; !errors.Is(err, broadcast.ErrClosed) {
-					t.Errorf("the waiting Publish(7) = %v, want ErrClosed", err)
+					t.Errorf("the waiting Publish(%d) = %v, want ErrClosed", last+2, err)
 				}
 				// Every watcher is closed: the abandoned one after what it
-				// held (6 and 7 were dropped for it, counted), the other
-				// after everything.
-				if d := cmp.Diff([]int{3, 4, 5}, abandonRead(t, w, rest, mode%2 == 0)); d != "" {
+				// held (last+1 and last+2 were dropped for it, counted), the
+				// other after everything. Through C(), Shutdown's deadline
+				// passed with nobody reading: the channel keeps what it
+				// holds (3 and 4), and the value in the forwarder's send
+				// and the rest of the queue (5 to last) are dropped too.
+				held, dropped := testutil.Seq(3, last+1), 2
+				if abandonModes[mode].viaC {
+					held = testutil.Seq(3, 3+abandonInFlight-1)
+					dropped += last - 2 - len(held)
+				}
+				if d := cmp.Diff(held, abandonRead(t, w, rest, mode%2 == 0)); d != "" {
 					t.Errorf("the abandoned watcher held (-want +got):\n%s", d)
 				}
-				if got := w.Dropped(); got != 2 {
-					t.Errorf("Dropped() = %d, want 2 (6 at PublishContext's deadline, 7 at Shutdown's)", got)
-				}
-				if d := cmp.Diff(testutil.Seq(1, 8), testutil.Drain(t, other.C(), time.Minute)); d != "" {
+				if d := cmp.Diff(testutil.Seq(1, last+3), testutil.Drain(t, other.C(), time.Minute)); d != "" {
 					t.Errorf("the other watcher (-want +got):\n%s", d)
 				}
 				for _, c := range []*broadcast.Watcher[int]{w, other} {
@@ -304,11 +371,14 @@ func TestAbandonedReaderBlock(t *testing.T) {
 						t.Errorf("All() yielded %v after draining; want it to end", got)
 					}
 				}
-				if d := cmp.Diff(broadcast.Stats{Published: 7, Dropped: 2}, b.Stats()); d != "" {
-					t.Errorf("Stats() (-want +got):\n%s", d)
-				}
 				if err := b.Shutdown(context.Background()); err != nil {
 					t.Errorf("second Shutdown = %v, want nil", err)
+				}
+				if got := w.Dropped(); got != uint64(dropped) {
+					t.Errorf("Dropped() = %d, want %d (%d at PublishContext's deadline, %d at Shutdown's)", got, dropped, last+1, last+2)
+				}
+				if d := cmp.Diff(broadcast.Stats{Published: uint64(last + 2), Dropped: uint64(dropped)}, b.Stats()); d != "" {
+					t.Errorf("Stats() (-want +got):\n%s", d)
 				}
 			})
 			goleak.VerifyNone(t)

@@ -153,6 +153,7 @@ func TestPublishAllocs(t *testing.T) {
 		t.Errorf("Publish allocates %v times per call in steady state, want 0", a)
 	}
 	w.Stop()
+	wc.Stop() // nobody reads its channel: Shutdown would wait for a reader
 	_ = br.Shutdown(context.Background())
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 )
@@ -24,29 +25,13 @@ var ErrEvicted = errors.New("broadcast: watcher evicted: its queue was full")
 
 var errNilContext = errors.New("broadcast: nil Context")
 
-// Ring sizes. The ring is shared by every watcher read through All (see
-// docs/design.md); it only has to cover how far such a watcher normally lags,
-// because a watcher that falls further behind gets its values copied into a
-// private queue. 1024 slots cover the default queue length of 1000.
-const (
-	minRing = 64
-	maxRing = 1024
-)
-
-// Spinning: how many times a publisher waiting for room, or a reader waiting
-// for a value, yields the processor and looks again before it parks.
-const (
-	publisherSpins = 2
-	readerSpins    = 1
-)
-
 // Stats is a snapshot of a broadcaster's counters.
 //
 // Published counts every value committed to the total order, including one
 // whose PublishContext returned ctx.Err() or whose Publish returned
 // ErrClosed after waiting (it reached the watchers that had room); it
 // equals the nil-error publishes plus the true TryPublishes when no wait
-// was cut short.
+// was cut short. It is also the sequence number of the last value.
 type Stats struct {
 	Published uint64 // values accepted by Publish/PublishContext/TryPublish
 	Dropped   uint64 // deliveries lost to policies, all watchers, stopped ones included
@@ -55,130 +40,108 @@ type Stats struct {
 
 // A Broadcaster fans every published value out to every registered watcher,
 // in one total order, under each watcher's [Policy]. Create one with [New];
-// the zero value is ready to use, as New() with no options. All methods are
-// safe for concurrent use. A Broadcaster must not be copied after first
-// use. Its only goroutines are the forwarders of watchers read through
-// [Watcher.C], one each.
+// the zero value is ready to use with the default options. All methods are
+// safe for concurrent use. A Broadcaster must not be copied after first use.
 type Broadcaster[T any] struct {
-	// Set once, by New or by the first use of a zero Broadcaster (ready);
-	// read without locks after that.
+	// Set once, by New or by the first use of a zero Broadcaster (initOnce).
 	initOnce sync.Once
 	cfg      config
 	closedCh chan struct{} // closed when Shutdown begins: wakes turn waiters
-	abort    chan struct{} // closed when Shutdown's ctx ends: waits give up
-	roomCh   chan struct{} // cap 1: a waiting publisher should re-check
+	abort    chan struct{} // closed when Shutdown's ctx ends: waiting publishers give up
+	fwdAbort chan struct{} // closed after that, once watchers have ended: forwarders give up
+	room     chan struct{} // cap 1: the waiting publisher should look again
+	fwd      sync.WaitGroup
 
-	// Atomics, read without locks. tailw packs the next sequence number
-	// (tailw >> 1, also the count of values published) with slowBit, set
-	// while watchers exist, Shutdown began or history is kept. With the
-	// bit clear, Publish has nobody to deliver to and only moves the
-	// sequence, with one CAS and no lock (docs/design.md says what it
-	// saves). tailw, ring and nBlockFor are written under mu (an idle
-	// publish excepted: its CAS fails once the bit is set).
+	// Atomics, read without locks. tailw packs the sequence number of the
+	// last value (tailw >> 2, also Stats().Published) with watchedBit and
+	// writingBit (see tailBits); it is written under mu while watchedBit is
+	// set, and by an idle publish (a CAS) while it is clear. ring and
+	// nBlockFor are written under mu.
 	tailw     atomic.Uint64
-	ring      atomic.Pointer[ring[T]] // nil until the first watcher
+	ring      atomic.Pointer[ring[T]]
 	dropped   atomic.Uint64
-	nBlockFor atomic.Int32 // registered BlockFor watchers
+	nBlockFor atomic.Int32
 
-	// mu guards these and serializes commits: the write of a value into
-	// the ring, the tail increment and the decisions for full watchers
-	// happen under mu, so every watcher sees one order. mu is never held
-	// while waiting: a publisher that has to wait for a Block watcher marks
-	// the broadcaster busy, unlocks, waits, and relocks.
-	mu        sync.Mutex
-	closed    bool          // Shutdown began
-	busy      bool          // a publisher is waiting; others queue on turn
-	turn      chan struct{} // closed when busy clears (nil if nobody waits)
-	watchers  []*Watcher[T] // every registered watcher; each reads the ring
-	attn      uint64        // no watcher needs attention before this seq
-	direct    []*Watcher[T] // scratch: full C() watchers a publish sends to directly
-	nWatchers int
-	shutting  bool
-	shutDone  chan struct{} // closed when the first Shutdown has finished
-	abortOnce sync.Once     // closes abort
+	// mu guards these and serializes commits, so that every watcher sees one
+	// order. It is never held while waiting.
+	mu       sync.Mutex
+	watchers []*Watcher[T]
+	// evictedCtx: evicted watchers whose WithContext callback may still
+	// run, until Stop or Shutdown unregisters it.
+	evictedCtx map[*Watcher[T]]struct{}
+	attn       uint64        // no watcher needs a visit before this sequence number
+	closed     bool          // Shutdown began
+	busy       bool          // a publisher is waiting for room: the others wait for turn
+	turn       chan struct{} // closed when busy clears; nil if nobody waits for it
+	shutDone   chan struct{} // closed when the first Shutdown has finished
+	abortOnce  sync.Once
+	fwdOnce    sync.Once
+	abortLost  atomic.Bool // a forwarder dropped values when Shutdown aborted it
 
-	// fwd counts the forwarding goroutines of C() channels (chan.go);
-	// Shutdown waits for them.
-	fwd sync.WaitGroup
-
-	// pmu guards these: the watchers whose reader is waiting for a value
-	// (publishers wake only those, and only when nParked, written under
-	// pmu, says there are any), and noSpawn, set by Shutdown once it has
-	// taken charge of every watcher's forwarder.
-	pmu     sync.Mutex
-	parked  []*Watcher[T]
-	nParked atomic.Int32
-	noSpawn bool
+	// The parked list (park.go): a lock-free stack of waiting readers.
+	parked atomic.Pointer[waiter[T]]
 }
 
-type ring[T any] struct {
-	buf  []T
-	mask uint64
-}
+// The tail word's bits. watchedBit says that Publish must take the lock:
+// watchers exist, Shutdown began, or a publisher waiting for room has yet to
+// commit. With it clear, a publish only counts (a CAS), or, with history,
+// takes writingBit for the slot write (idlePublish): the tail word is then
+// the lock, and setWatched waits for it before it sets watchedBit.
+const (
+	watchedBit = 1
+	writingBit = 2
+	seqShift   = 2
+)
 
 // New returns a broadcaster. opts set the defaults for its watchers: queue
 // length [DefaultQueueLength] and policy [Drop] unless given.
 func New[T any](opts ...Option) *Broadcaster[T] {
-	b := &Broadcaster[T]{cfg: defaultConfig()}
-	b.cfg.inNew = true
-	b.cfg.apply(opts)
-	b.cfg.inNew = false
-	b.ready()
+	cfg := defaultConfig()
+	cfg.inNew = true
+	cfg.apply(opts)
+	cfg.inNew = false
+	b := &Broadcaster[T]{cfg: cfg}
+	b.initOnce.Do(b.init)
 	return b
 }
 
-// ready makes, once, what a Broadcaster needs beyond its zero value: New
-// calls it, and so does the first Watch or Shutdown of a zero Broadcaster,
-// which then behaves as New() with no options. (Publish before that only
-// counts, as with no watchers.)
-func (b *Broadcaster[T]) ready() {
-	b.initOnce.Do(func() {
-		if b.cfg.queueLen == 0 {
-			b.cfg = defaultConfig()
-		}
-		b.attn = math.MaxUint64
-		b.closedCh = make(chan struct{})
-		b.abort = make(chan struct{})
-		b.roomCh = make(chan struct{}, 1)
-		if b.cfg.history > 0 {
-			// Every publish writes the ring, watched or not.
-			b.ensureRing(0)
-			b.tailw.Or(slowBit)
-		}
-	})
+// init makes what New makes; a zero Broadcaster gets it on first use.
+func (b *Broadcaster[T]) init() {
+	if b.cfg.queueLen == 0 {
+		b.cfg = defaultConfig()
+	}
+	b.closedCh = make(chan struct{})
+	b.abort = make(chan struct{})
+	b.fwdAbort = make(chan struct{})
+	b.evictedCtx = make(map[*Watcher[T]]struct{})
+	b.room = make(chan struct{}, 1)
+	b.attn = math.MaxUint64
+	if b.cfg.history > 0 {
+		// History lives in the ring, which every publish then writes,
+		// watched or not (idlePublish).
+		b.ring.Store(newRing[T](ringSize(0, b.cfg.history)))
+	}
 }
 
-func (b *Broadcaster[T]) ringSize() uint64 {
-	if r := b.ring.Load(); r != nil {
-		return uint64(len(r.buf))
-	}
-	return 0
-}
+func (b *Broadcaster[T]) ready() { b.initOnce.Do(b.init) }
 
-// ensureRing makes the ring big enough for queue length n. Called with b.mu
-// held. Readers load the tail before the ring pointer, so a reader that sees
-// a value committed into a new ring also sees the new ring.
-func (b *Broadcaster[T]) ensureRing(n int) {
-	want := uint64(minRing)
-	for want < uint64(n)+1 && want < maxRing {
-		want <<= 1
-	}
-	for want < uint64(b.cfg.history)+1 {
-		want <<= 1 // WithHistory: the last n values stay in the ring
-	}
-	old := b.ring.Load()
-	if old != nil && uint64(len(old.buf)) >= want {
-		return
-	}
-	nr := &ring[T]{buf: make([]T, want), mask: want - 1}
-	if old != nil {
-		t := b.seq()
-		n := min(t, uint64(len(old.buf)))
-		for seq := t - n; seq < t; seq++ {
-			nr.buf[seq&nr.mask] = old.buf[seq&old.mask]
+// tail returns the sequence number of the last value published.
+func (b *Broadcaster[T]) tail() uint64 { return b.tailw.Load() >> seqShift }
+
+// setWatched sets watchedBit, once no idle publish is writing a slot: from
+// then on every publish takes mu, and the tail is stable while it is held.
+// Called with mu held.
+func (b *Broadcaster[T]) setWatched() {
+	for {
+		x := b.tailw.Load()
+		if x&writingBit != 0 {
+			runtime.Gosched() // an idle publish is between its CAS and its store
+			continue
+		}
+		if x&watchedBit != 0 || b.tailw.CompareAndSwap(x, x|watchedBit) {
+			return
 		}
 	}
-	b.ring.Store(nr)
 }
 
 // Watch registers a watcher. It receives every value whose Publish is called
@@ -209,18 +172,18 @@ func (b *Broadcaster[T]) WatchWithPrefix(prefix []T, opts ...Option) (*Watcher[T
 // Stats().Published+1, returns an error wrapping [ErrOutOfRange] and
 // registers nothing. Without history use Watch: a concurrent Publish can
 // make Published+1 too old.
+//
+// The replay is not copied: the watcher starts reading the shared ring at
+// seq, so WatchFrom costs what Watch costs whatever it replays.
 func (b *Broadcaster[T]) WatchFrom(seq uint64, opts ...Option) (*Watcher[T], error) {
 	return b.watch(nil, &seq, opts)
 }
 
-// replayLocked copies the kept values numbered from and later into w's
-// private queue as exempt values (as a prefix is), or returns an error
-// wrapping ErrOutOfRange. Called with b.mu held, so that no value is
-// committed between the replay and the registration. The copy is the price
-// of this core: publishers wait for it (BenchmarkWatchFrom; figures in
-// docs/bench-resume.md).
-func (b *Broadcaster[T]) replayLocked(w *Watcher[T], from uint64) error {
-	last := b.seq()
+// replayFrom returns where a WatchFrom(from) watcher starts reading the
+// ring, or an error wrapping ErrOutOfRange. Called with mu held, so that
+// no value is committed between this and the registration.
+func (b *Broadcaster[T]) replayFrom(from uint64) (uint64, error) {
+	last := b.tail()
 	oldest := last + 1
 	if n := uint64(b.cfg.history); n > 0 {
 		oldest = max(last, n) - n + 1 // the last n values, or all of them
@@ -229,19 +192,9 @@ func (b *Broadcaster[T]) replayLocked(w *Watcher[T], from uint64) error {
 		from = oldest
 	}
 	if from < oldest || from > last+1 {
-		return fmt.Errorf("%w: %d (kept: %d to %d)", ErrOutOfRange, from, oldest, last)
+		return 0, fmt.Errorf("%w: %d (kept: %d to %d)", ErrOutOfRange, from, oldest, last)
 	}
-	r := b.ring.Load()
-	items := make([]item[T], 0, last+1-from)
-	for q := from; q <= last; q++ {
-		items = append(items, item[T]{seq: q, v: r.buf[(q-1)&r.mask]})
-	}
-	w.pend.adopt(items)
-	k := int64(last + 1 - from)
-	w.pendLen.Store(k)
-	w.prefixLeft.Store(k)
-	w.prefixLen = int(k)
-	return nil
+	return from, nil
 }
 
 func (b *Broadcaster[T]) watch(prefix []T, from *uint64, opts []Option) (*Watcher[T], error) {
@@ -251,51 +204,96 @@ func (b *Broadcaster[T]) watch(prefix []T, from *uint64, opts []Option) (*Watche
 	if cfg.ctx != nil && cfg.ctx.Err() != nil {
 		return nil, context.Cause(cfg.ctx)
 	}
-	w := &Watcher[T]{b: b, queueLen: cfg.queueLen, policy: cfg.policy, prefixLen: len(prefix)}
-	if len(prefix) > 0 {
-		items := make([]item[T], len(prefix))
-		for i, v := range prefix {
-			items[i].v = v
-		}
-		w.pend.init(items)
-		w.pendLen.Store(int64(len(prefix)))
-		w.prefixLeft.Store(int64(len(prefix)))
+	w := &Watcher[T]{b: b, queueLen: cfg.queueLen, policy: cfg.policy}
+	for _, v := range prefix {
+		w.pend.push(item[T]{v: v})
 	}
+	w.pendAll.Store(int64(len(prefix)))
+
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.closed {
-		b.mu.Unlock()
 		return nil, ErrClosed
 	}
+	// From here Publish takes mu, so the tail read below stays the last
+	// value published before this watcher: the registration barrier.
+	b.setWatched()
+	w.liveFrom = b.tail() + 1
+	start := w.liveFrom
 	if from != nil {
-		if err := b.replayLocked(w, *from); err != nil {
-			b.mu.Unlock()
+		s, err := b.replayFrom(*from)
+		if err != nil {
+			b.unwatchedLocked()
 			return nil, err
 		}
+		start = s
 	}
 	b.ensureRing(cfg.queueLen)
-	b.tailw.Or(slowBit) // from here Publish takes mu, so the seq is stable
-	w.h.Store(b.seq())
+	w.next.Store(start)
 	w.index = len(b.watchers)
 	b.watchers = append(b.watchers, w)
-	b.nWatchers++
 	if w.policy.kind == kindBlockFor {
 		b.nBlockFor.Add(1)
 	}
-	b.attn = min(b.attn, w.attnSeq(b.ringSize()))
+	b.attn = min(b.attn, w.attnSeq(b.ring.Load().size()))
 	if ctx := cfg.ctx; ctx != nil {
-		// Registered under b.mu, so that Shutdown, which takes every
-		// watcher under b.mu, finds it and can release it.
-		after := make(chan struct{})
-		w.mu.Lock()
-		w.ctxAfter = after
+		// Registered under b.mu, so that Shutdown, which ends every watcher
+		// under b.mu, finds it and can release it.
+		w.ctxAfter = make(chan struct{})
 		w.ctxStop = context.AfterFunc(ctx, func() {
-			defer close(after)
+			defer close(w.ctxAfter)
 			w.stopWith(context.Cause(ctx))
 		})
-		w.mu.Unlock()
 	}
-	b.mu.Unlock()
 	return w, nil
+}
+
+// ensureRing makes the ring big enough for queue length q. Called with mu
+// held. Readers load the tail before the ring pointer, and the new ring
+// holds every value the old one held, so a reader sees each value it may
+// read in whichever ring it loads.
+func (b *Broadcaster[T]) ensureRing(q int) {
+	want := ringSize(q, b.cfg.history)
+	old := b.ring.Load()
+	if old.size() >= want {
+		return
+	}
+	nr := newRing[T](want)
+	if old != nil {
+		t := b.tail()
+		for s := max(t-min(t, old.size()-1), 1); s <= t; s++ {
+			nr.buf[s&nr.mask] = old.at(s)
+		}
+	}
+	b.ring.Store(nr)
+}
+
+// remove unregisters w. Called with mu held.
+func (b *Broadcaster[T]) remove(w *Watcher[T]) {
+	i := w.index
+	if i < 0 || i >= len(b.watchers) || b.watchers[i] != w {
+		return
+	}
+	last := len(b.watchers) - 1
+	b.watchers[i] = b.watchers[last]
+	b.watchers[i].index = i
+	b.watchers[last] = nil
+	b.watchers = b.watchers[:last]
+	w.index = -1
+	if w.policy.kind == kindBlockFor {
+		b.nBlockFor.Add(-1)
+	}
+	b.unwatchedLocked()
+}
+
+// unwatchedLocked lets publishes count without the lock if nobody watches.
+// Not while a publisher waits for room (its commit stores the tail from the
+// sequence number it read before waiting, and clears the bit), nor with
+// history, which every publish writes. Called with mu held.
+func (b *Broadcaster[T]) unwatchedLocked() {
+	if len(b.watchers) == 0 && !b.closed && !b.busy {
+		b.tailw.And(^uint64(watchedBit))
+	}
 }
 
 // Dropped returns the number of values dropped in all, across watchers:
@@ -310,21 +308,28 @@ func (b *Broadcaster[T]) Dropped() uint64 {
 // Stats returns a snapshot of the broadcaster's counters.
 func (b *Broadcaster[T]) Stats() Stats {
 	b.mu.Lock()
-	n := b.nWatchers
+	n := len(b.watchers)
 	b.mu.Unlock()
-	return Stats{Published: b.seq(), Dropped: b.dropped.Load(), Watchers: n}
+	return Stats{Published: b.tail(), Dropped: b.dropped.Load(), Watchers: n}
 }
 
-// abortWaits makes every waiting publisher and forwarder give up: Shutdown's
-// ctx ended.
+// signalRoom tells the waiting publisher, if any, to look again.
+func (b *Broadcaster[T]) signalRoom() {
+	select {
+	case b.room <- struct{}{}:
+	default:
+	}
+}
+
+// abortWaits makes every waiting publisher give up: Shutdown's ctx ended.
 func (b *Broadcaster[T]) abortWaits() {
 	b.abortOnce.Do(func() { close(b.abort) })
 }
 
-// signalRoom tells a waiting publisher to re-check.
-func (b *Broadcaster[T]) signalRoom() {
-	select {
-	case b.roomCh <- struct{}{}:
-	default:
-	}
+// abortForwarders makes every forwarder give up: Shutdown's ctx ended. Not
+// before the publishers' commits are over and every watcher has ended: a
+// forwarder that gave up earlier would close its channel with a value
+// still to come for it.
+func (b *Broadcaster[T]) abortForwarders() {
+	b.fwdOnce.Do(func() { close(b.fwdAbort) })
 }

@@ -2,355 +2,310 @@ package broadcast
 
 import "runtime"
 
+// ChannelBuffer bounds how many values a watcher read through [Watcher.C]
+// has in flight beyond its queue: in its channel, plus the one a goroutine
+// filling the channel may be handing over.
+const ChannelBuffer = 64
+
+// fwdState says who fills a watcher's channel after C().
+type fwdState uint8
+
+const (
+	fwdNone    fwdState = iota // C() not called
+	fwdIdle                    // no goroutine: publishers hand values over (pumpLocked)
+	fwdRunning                 // the forwarder goroutine fills the channel
+	fwdExited                  // ch is closed
+)
+
 // C returns the watcher's channel: values in order; closed when the watcher
 // ends (Stop, or Shutdown after the queued values). Every call returns the
 // same channel.
 //
-// The first call switches the watcher to channel mode. The channel is small
-// (up to [ChannelBuffer] values) and a goroutine, started when the first
-// value arrives, forwards the queue into it in batches; the rest of the
-// queue stays in the broadcaster's shared ring, so an idle watcher costs a
-// few kilobytes after C, not its whole queue. Queue length and policy are
-// kept exactly as for [Watcher.All]: values in the channel count against
-// the queue length. Because the forwarder must hand the queue over before
-// the channel is closed, Shutdown waits for C readers to take what does not
-// fit in the channel (see [Broadcaster.Shutdown]).
-//
-// Two approximations, both only while a reader is receiving: under [Block]
-// and [BlockFor] after WatchWithPrefix, when queue length plus prefix fit
-// in the channel, the channel may hold up to len(prefix) values beyond the
-// queue length once the prefix has been read (a channel cannot tell its
-// sender when a value was received); and under [DropOldest], when the
-// oldest value is the one the forwarder is handing over as Stop or
-// Shutdown's deadline calls the hand-over off, the new value is dropped
-// instead. A watcher that does not read holds exactly its queue: the last
-// values published.
+// While the channel is empty, a publisher puts the new values in it
+// itself, so a reader that keeps up gets each value with no goroutine in
+// between. When the reader lags, a goroutine of the watcher (started the
+// first time, parked when idle) fills the channel in batches: it reads the
+// watcher as [Watcher.All] does, holding the next value in a blocked send
+// when the channel is full. The channel holds fewer than [ChannelBuffer]
+// values and that goroutine one more, so a watcher read through C may hold
+// up to min(ChannelBuffer, queue length) values beyond its queue length;
+// they are never dropped, and [Watcher.Len] counts them. Because the queue
+// must be handed over before the channel is closed, Shutdown waits for C
+// readers to take what does not fit in the channel (see
+// [Broadcaster.Shutdown]).
 func (w *Watcher[T]) C() <-chan T {
-	w.mustBeMade()
+	w.made()
 	w.mu.Lock()
-	if ch := w.ch; ch != nil {
-		w.mu.Unlock()
-		return ch
-	}
-	w.mu.Unlock()
-
-	b := w.b
-	b.mu.Lock()
-	w.mu.Lock()
-	defer b.mu.Unlock()
-	defer w.mu.Unlock()
 	if w.ch != nil {
+		defer w.mu.Unlock()
 		return w.ch
 	}
-	if w.stopped.Load() {
-		w.ch = make(chan T)
-		close(w.ch)
-		w.chClosed = true
-		w.chp.Store(&w.ch)
-		return w.ch
-	}
-	if w.ended {
-		w.closedChanLocked()
-		return w.ch
-	}
-	w.ch = make(chan T, min(ChannelBuffer, w.queueLen+w.prefixLen))
-	w.stopCh = make(chan struct{})
-	w.chp.Store(&w.ch)
-	if w.wake == nil {
-		w.wake = make(chan struct{}, 1)
-		w.done = make(chan struct{})
-	} else {
-		// All loops parked on w: they read the channel from now on.
-		w.wakeLocked()
-	}
-	if w.pend.len() > 0 || w.h.Load() < b.seq() {
-		w.startForwarderLocked()
-	} else {
-		// Start the forwarder when the first value arrives: the publisher's
-		// wake-up of parked readers does it.
-		w.fwdPending.Store(true)
-		b.park(w)
-	}
-	return w.ch
+	w.makeChanLocked()
+	ch := w.ch
+	w.mu.Unlock()
+	w.b.wakeParked() // All loops waiting on w read the channel from now on
+	return ch
 }
 
-// ChannelBuffer is the most values a [Watcher.C] channel buffers; the rest
-// of a watcher's queue waits in the broadcaster. 64 values per hand-over
-// amortize the reader's wake-up (BenchmarkFanout/read=C) while keeping an
-// idle watcher's channel at 64 values (BenchmarkIdleWatcher in bench/).
-const ChannelBuffer = 64
+// makeChanLocked makes w's channel for the first C(). Called with mu held.
+func (w *Watcher[T]) makeChanLocked() {
+	switch {
+	case w.stopped.Load():
+		w.ch = make(chan T)
+		w.closeChLocked()
+	case w.ended:
+		// After Shutdown no goroutine may start: the channel is made big
+		// enough for what is queued, filled and closed.
+		w.ch = make(chan T, w.pend.len()+w.ringLenLocked())
+		w.fwd = fwdIdle
+		w.fillLocked()
+		w.closeChLocked()
+	default:
+		w.ch = make(chan T, min(ChannelBuffer, w.queueLen)-1)
+		w.stopCh = make(chan struct{})
+		w.starter = &waiter[T]{start: w}
+		w.fwd = fwdIdle
+		w.changedLocked()
+		w.deliverLocked()
+	}
+}
 
-// startForwarderLocked starts w's forwarder. Called with w.mu held, before
-// Shutdown has ended w.
-func (w *Watcher[T]) startForwarderLocked() {
-	w.fwdPending.Store(false)
+// ringLenLocked returns the length of w's ring segment.
+func (w *Watcher[T]) ringLenLocked() int {
+	if h, t := w.next.Load(), w.b.tail(); h <= t {
+		return int(t + 1 - h)
+	}
+	return 0
+}
+
+// queuedLocked reports whether values wait for w outside its channel.
+func (w *Watcher[T]) queuedLocked() bool {
+	return w.pend.len() > 0 || w.next.Load() <= w.b.tail()
+}
+
+// deliver is a publish's wake-up of a C() watcher whose forwarder is idle.
+func (w *Watcher[T]) deliver() {
+	w.mu.Lock()
+	if w.fwd == fwdIdle && !w.ended {
+		w.deliverLocked()
+	}
+	w.mu.Unlock()
+}
+
+// deliverLocked hands what is queued for w over to its channel
+// (handOverLocked), and gives what remains to the forwarder, started or
+// woken here. Called with mu held and fwd == fwdIdle.
+func (w *Watcher[T]) deliverLocked() {
+	if w.handOverLocked() {
+		w.runForwarderLocked()
+	}
+}
+
+// handOverLocked puts what is queued for w into its channel if the channel
+// is empty (the reader keeps up), and reports whether values remain, which
+// are then the forwarder's: a reader that lags gets them in batches
+// instead of a wake-up per publish. With nothing left it leaves w's starter
+// on the parked list, so that the next publish calls deliver. Called with
+// mu held and fwd == fwdIdle: nobody else sends on ch meanwhile.
+//
+// The starter is parked before the last look at the tail: a publisher
+// stores the tail before it takes the parked list, so either this sees
+// its value or it finds the starter.
+func (w *Watcher[T]) handOverLocked() bool {
+	for {
+		if len(w.ch) == 0 {
+			w.fillLocked()
+		}
+		if w.queuedLocked() {
+			return true
+		}
+		w.b.park(w.starter)
+		if !w.queuedLocked() {
+			return false
+		}
+	}
+}
+
+// fillLocked moves w's queued values into its channel, in order, as long as
+// it has room. Sends cannot block: only the filler adds to ch, and readers
+// only make room. Called with mu held and fwd == fwdIdle.
+func (w *Watcher[T]) fillLocked() {
+	b := w.b
+	for len(w.ch) < cap(w.ch) {
+		if it, ok := w.popLocked(); ok {
+			w.ch <- it.v
+			w.took()
+			continue
+		}
+		t := b.tail()
+		h := w.next.Load()
+		if h > t {
+			return
+		}
+		// The tail is loaded before the ring (ensureRing). An All loop
+		// that began before C() may still claim ring values: the CAS.
+		v := b.ring.Load().at(h)
+		if w.next.CompareAndSwap(h, h+1) {
+			w.ch <- v
+			w.took()
+		}
+	}
+}
+
+// runForwarderLocked sets the forwarder to fill the channel: it wakes the
+// goroutine, or starts it the first time. Called with mu held.
+func (w *Watcher[T]) runForwarderLocked() {
+	w.fwd = fwdRunning
+	if w.fwdDone != nil {
+		select {
+		case w.fwdWake <- struct{}{}:
+		default:
+		}
+		return
+	}
+	w.fwdDone = make(chan struct{})
+	w.fwdWake = make(chan struct{}, 1)
 	w.b.fwd.Add(1)
 	go w.forward()
 }
 
-// forward is the goroutine behind C: it moves w's queue (pend first, then
-// the ring segment) into the channel, without blocking under w.mu while
-// the channel has room, and parks when caught up, as an All loop does.
-// When the channel is full it claims the next value and blocks sending it,
-// outside every lock; the reader's receive completes that send, which is
-// how a waiting Block publisher learns that there is room. It exits when w
-// is stopped, or, after Shutdown ended w, once it has handed everything
-// over (or dropped it, counted, when Shutdown's ctx ends), closing ch.
+// forward is the goroutine behind C while the reader lags: it reads w as
+// an All loop does (read, without waiting) and sends each value into ch,
+// holding it (counted in held) while the send blocks. Once caught up it
+// gives the channel back to the publishers (fwdIdle) and waits for
+// runForwarderLocked. It exits when w is stopped, once w has ended and its
+// queue is handed over (closing ch), or when Shutdown's ctx ends: then it
+// drops the rest, counted. While it runs only it sends on ch, and it
+// closes ch under mu: there is no send on a closed channel.
 func (w *Watcher[T]) forward() {
-	defer w.b.fwd.Done()
-	spins := 0
-	var poll prefixPoll
-	defer poll.stop()
-	for {
-		w.mu.Lock()
-		if w.exitLocked() {
-			w.mu.Unlock()
-			return
+	b := w.b
+	defer b.fwd.Done()
+	defer close(w.fwdDone)
+	aborted := false
+	send := func(_ uint64, v T) bool {
+		select {
+		case w.ch <- v:
+			return true
+		default:
 		}
-		v, full, moved := w.fillLocked(true)
-		if moved {
-			spins = 0
-			w.signalRoomIfWanted()
+		w.held.Store(1)
+		defer w.held.Store(0)
+		select {
+		case w.ch <- v:
+			// The reader took a value from a full channel: let it take
+			// more before refilling, or every receive wakes this goroutine
+			// for one value, and the two contend for the channel's lock.
+			runtime.Gosched()
+			return true
+		case <-w.stopCh:
+			return false
+		case <-b.fwdAbort:
+			aborted = true
+			return false
 		}
-		if full {
-			if w.sendHeld(v) { // releases w.mu
-				spins = 0
-				w.signalRoomIfWanted()
-				// The reader's first receive completed that send; let it
-				// take more before refilling, or every receive would wake
-				// us for one value (a hand-over per value instead of per
-				// batch; docs/design.md has the figures).
-				runtime.Gosched()
-			}
+	}
+	var batch []T // kept across runs: no allocation per wake-up
+	for spun := false; ; {
+		w.readInto(&batch, false, false, send)
+		if !spun && !aborted && !w.stopped.Load() {
+			// Caught up: give the publisher one turn before handing the
+			// channel back, so that a busy stream stays with this
+			// goroutine, in batches.
+			spun = true
+			runtime.Gosched()
 			continue
 		}
-		if w.prefixGateLocked() {
-			// Poll until the reader has taken the prefix: nothing signals
-			// a receive from a channel that is not full. Only DropOldest
-			// watchers with an unread prefix in C() do this.
-			stop, done := w.stopCh, w.done
-			w.mu.Unlock()
-			poll.wait(stop, done)
-			continue
-		}
-		poll.reset()
-		if w.ended {
-			w.closeChLocked()
-			w.mu.Unlock()
+		spun = false
+		if w.idle(aborted) {
 			return
 		}
-		wake, done := w.wake, w.done
-		w.mu.Unlock()
-		w.awaitValue(wake, done, &spins)
+		select {
+		case <-w.fwdWake:
+		case <-w.stopCh:
+		case <-b.fwdAbort:
+		}
 	}
 }
 
-// exitLocked reports whether the forwarder must exit, closing ch if it is
-// its to close: w is stopped, or Shutdown's ctx ended (then what is still
-// queued outside the channel is dropped, counted). Called with w.mu held.
-func (w *Watcher[T]) exitLocked() bool {
-	if w.stopped.Load() {
-		if !w.directSending {
-			// Else the publisher blocked in sendDirect closes ch when its
-			// send resolves (Stop handed it the close).
-			w.closeChLocked()
-		}
-		return true
-	}
-	if w.ended && isClosed(w.b.abort) {
-		w.dropQueuedLocked()
+// idle is the forwarder's step once caught up: it reports true when the
+// forwarder must exit (w stopped or ended, or Shutdown's ctx ended: the
+// value in hand and the rest are dropped, counted), and otherwise hands
+// the channel back to the publishers; it reports false then, or when
+// values came in meanwhile, and the forwarder goes on.
+func (w *Watcher[T]) idle(aborted bool) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	switch {
+	case w.stopped.Load():
 		w.closeChLocked()
 		return true
+	case aborted:
+		n := 1 + w.pend.len() + w.ringLenLocked()
+		w.pend = deque[item[T]]{}
+		w.pendN.Store(0)
+		w.pendAll.Store(0)
+		w.claimTo(w.b.tail() + 1)
+		w.dropN(uint64(n))
+		w.b.abortLost.Store(true)
+		w.closeChLocked()
+		return true
+	case w.ended && !w.queuedLocked():
+		w.closeChLocked() // everything is handed over
+		return true
+	case w.queuedLocked():
+		// Values came in after read looked: go on.
+		w.fwd = fwdRunning
+		select {
+		case w.fwdWake <- struct{}{}:
+		default:
+		}
+		return false
+	}
+	w.fwd = fwdIdle
+	if w.handOverLocked() {
+		w.runForwarderLocked() // leaves a token for the wait that follows
 	}
 	return false
 }
 
-// sendHeld sends v, claimed and counted as held, blocking outside every
-// lock until the reader takes it, Stop, or Shutdown's deadline (then v is
-// dropped, counted). Called with w.mu held; returns with it released, and
-// whether v was sent.
-func (w *Watcher[T]) sendHeld(v T) bool {
-	b := w.b
-	ch, stop := w.ch, w.stopCh
-	w.mu.Unlock()
-	if testHookHeld != nil {
-		testHookHeld()
-	}
-	sent, aborted := false, false
-	select {
-	case ch <- v:
-		sent = true
-		// Counted in the channel now (or received); clear held before
-		// taking w.mu, which a DropOldest publisher may hold while it waits
-		// for this send (discardOldestLocked).
-		w.held.Store(0)
-	case <-stop:
-	case <-b.abort:
-		aborted = true
-	}
-	w.mu.Lock()
-	w.held.Store(0)
-	if aborted && !w.stopped.Load() {
-		w.drop()
-	}
-	w.sendResolvedLocked()
-	w.mu.Unlock()
-	return sent
-}
-
-// fillLocked sends w's queued values into its channel while it has room.
-// When it is full, it claims the next value, counts it as held and returns
-// it with full set, for the caller to send blocking; unless claim is false
-// (Stop), then it just returns. moved reports whether any
-// value went into the channel. Called by the forwarder with w.mu held.
-//
-// Each value is first counted where it goes (held, npClaimed), then taken
-// from where it was (pend, h), then sent; see attnSeq for why.
-func (w *Watcher[T]) fillLocked(claim bool) (v T, full, moved bool) {
-	b := w.b
-	for {
-		if !claim && len(w.ch) == cap(w.ch) {
-			return v, false, moved
-		}
-		if w.prefixGateLocked() {
-			return v, false, moved
-		}
-		if w.pend.len() > 0 {
-			prefix := w.prefixLeft.Load() > 0
-			w.held.Store(1)
-			if !prefix {
-				w.npClaimed.Add(1)
-			}
-			v = w.pend.pop().v
-			if prefix {
-				w.prefixLeft.Add(-1)
-			}
-			w.pendLen.Add(-1)
-		} else {
-			h, t := w.h.Load(), b.seq()
-			if h >= t {
-				var zero T
-				return zero, false, moved
-			}
-			r := b.ring.Load()
-			if room := uint64(cap(w.ch) - len(w.ch)); room > 1 {
-				// Room for several: claim a batch with one CAS and send it.
-				if w.sendBatchLocked(r, h, min(room, t-h)) {
-					moved = true
-				}
-				continue
-			}
-			v = r.buf[h&r.mask]
-			w.held.Store(1)
-			w.npClaimed.Add(1)
-			if !w.h.CompareAndSwap(h, h+1) {
-				// An All loop from before C claimed it.
-				w.npClaimed.Add(^uint64(0))
-				w.held.Store(0)
-				continue
-			}
-		}
-		select {
-		case w.ch <- v:
-			w.held.Store(0)
-			moved = true
-		default:
-			return v, true, moved
-		}
-	}
-}
-
-// sendBatchLocked claims the n ring values from h with one CAS and sends
-// them into ch, which has room for them: only the forwarder sends to ch
-// (under w.mu) and the reader only takes, so every send succeeds. It
-// reports false if the CAS failed (another reader moved h). The batch is
-// read from the ring after the CAS, so its first slot is pinned first: a
-// publisher about to overwrite it must attend to w, which takes w.mu and
-// so waits for this batch (an unpinned batch got values a lap newer).
-// Called by the forwarder with w.mu held.
-func (w *Watcher[T]) sendBatchLocked(r *ring[T], h, n uint64) bool {
-	w.pinned.Store(h + 1)
-	w.held.Store(int32(n))
-	w.npClaimed.Add(n)
-	if !w.h.CompareAndSwap(h, h+n) {
-		w.npClaimed.Add(^(n - 1))
-		w.held.Store(0)
-		w.pinned.Store(0)
-		return false
-	}
-	if testHookBatch != nil {
-		testHookBatch(h, n)
-	}
-	for i := range n {
-		w.ch <- r.buf[(h+i)&r.mask]
-	}
-	w.held.Store(0)
-	w.pinned.Store(0)
-	return true
-}
-
-// directLocked reports whether w, full for seq s, holds its whole queue in
-// its channel, with its forwarder idle: then nobody but the publisher can
-// learn that the reader made room, by a blocked send. Called with w.mu held.
-func (w *Watcher[T]) directLocked(s uint64) bool {
-	return w.chp.Load() != nil && !w.chClosed && w.held.Load() == 0 &&
-		w.pend.len() == 0 && w.h.Load() == s
-}
-
-// sendResolvedLocked ends a blocked send into ch (the forwarder's or
-// sendDirect's): if Stop came meanwhile, it handed the close of ch to this
-// sender, and waits on sendDone.
-func (w *Watcher[T]) sendResolvedLocked() {
-	if w.stopped.Load() {
+// stopForwarderLocked ends the filling of ch for Stop: with no goroutine
+// sending, ch is closed now (keeping its buffer); a running forwarder is
+// released from its send by stopCh and closes ch itself. Called with mu
+// held.
+func (w *Watcher[T]) stopForwarderLocked() {
+	switch w.fwd {
+	case fwdIdle:
+		// The starter stays on the parked list until the next wake-up,
+		// which finds the channel closed; a parked forwarder sees stopCh.
 		w.closeChLocked()
-	}
-	if w.sendDone != nil && !w.sendDoneClosed {
-		close(w.sendDone)
-		w.sendDoneClosed = true
+		if w.stopCh != nil {
+			close(w.stopCh)
+		}
+	case fwdRunning:
+		close(w.stopCh)
 	}
 }
 
-// testHookBatch, if set (by tests only), runs when a forwarder has claimed
-// a batch of n ring values from seq h and before it reads them.
-var testHookBatch func(h, n uint64)
-
-// testHookHeld, if set (by tests only), runs when a forwarder has claimed
-// a value as held and let go of w.mu, before its blocking send.
-var testHookHeld func()
-
-// dropQueuedLocked drops (counted) everything still queued outside w's
-// channel: Shutdown's ctx ended before the reader took it.
-func (w *Watcher[T]) dropQueuedLocked() {
-	t := w.b.seq()
-	n := uint64(w.pend.len()) + t - w.claimToLocked(t)
-	w.clearPendLocked()
-	w.dropped.Add(n)
-	w.b.dropped.Add(n)
+// endForwarderLocked is Shutdown's part for C(): with the forwarder idle,
+// what fits goes into the channel now; the forwarder takes the rest (it
+// closes ch once it is handed over), or ch is closed now. A parked
+// forwarder is woken to exit. Called with mu held.
+func (w *Watcher[T]) endForwarderLocked() {
+	if w.fwd != fwdIdle {
+		return
+	}
+	w.fillLocked()
+	if w.queuedLocked() || w.fwdDone != nil {
+		w.runForwarderLocked()
+		return
+	}
+	w.closeChLocked()
 }
 
-// closeChLocked closes w's channel once.
+// closeChLocked closes ch once.
 func (w *Watcher[T]) closeChLocked() {
-	if w.ch != nil && !w.chClosed {
+	if w.fwd != fwdExited && w.ch != nil {
 		close(w.ch)
-		w.chClosed = true
 	}
-}
-
-// closedChanLocked makes C()'s channel after Shutdown, when no goroutine
-// may start: the channel holds what is queued (values All loops hold
-// included), and is closed. Called with b.mu and w.mu held.
-func (w *Watcher[T]) closedChanLocked() {
-	b := w.b
-	w.ch = make(chan T, w.pend.len()+w.queuedLocked(b.seq()))
-	for w.pend.len() > 0 {
-		w.ch <- w.pend.pop().v
-	}
-	t, r := b.seq(), b.ring.Load()
-	for h := w.claimToLocked(t); h < t; h++ {
-		w.ch <- r.buf[h&r.mask]
-	}
-	w.clearPendLocked()
-	close(w.ch)
-	w.chClosed = true
-	w.chp.Store(&w.ch)
+	w.fwd = fwdExited
 }

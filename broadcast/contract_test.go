@@ -131,6 +131,25 @@ func shutdown(t testing.TB, b *broadcast.Broadcaster[int]) {
 	}
 }
 
+// shutdownReading shuts b down while a reader takes w's values through rp,
+// and returns what it took. Once C() was called, a watcher may hold more
+// than its channel buffers (the values in flight beyond its queue length),
+// and Shutdown waits for a C() reader to take them before it closes C():
+// a test whose C() watcher holds more than cap(C()) values reads it this
+// way. (Through All alone, queued values stay readable after Shutdown
+// returns, and tests read them then.)
+func shutdownReading(t testing.TB, b *broadcast.Broadcaster[int], w *broadcast.Watcher[int], rp readPath) []int {
+	t.Helper()
+	done := make(chan []int, 1)
+	go func() {
+		var vs []int
+		rp.loop(w, func(v int) bool { vs = append(vs, v); return true })
+		done <- vs
+	}()
+	shutdown(t, b)
+	return <-done
+}
+
 func checkStats(t testing.TB, b *broadcast.Broadcaster[int], want broadcast.Stats) {
 	t.Helper()
 	if d := cmp.Diff(want, b.Stats()); d != "" {
@@ -298,6 +317,12 @@ func TestRegistrationBarrier(t *testing.T) {
 					if len(vs) == 0 {
 						t.Fatalf("watcher received nothing; want at least %d..%d", after+1, final)
 					}
+					if slices.Contains(vs, 0) {
+						// 0 was published first, long before Watch: it is
+						// also what a ring slot never written holds
+						// (TestRegressionWatchDuringIdlePublishes).
+						t.Fatalf("the watcher received 0, published long before Watch (received %v...)", vs[:min(len(vs), 5)])
+					}
 					if vs[0] <= before {
 						t.Errorf("watcher received %d, published before Watch was called (last such value %d)", vs[0], before)
 					}
@@ -447,25 +472,37 @@ func TestTotalOrder(t *testing.T) {
 // TestNeverReadingWatcher covers guarantee 3: a watcher nobody reads holds
 // exactly its queue length, the first values under Drop and BlockFor, the
 // last under DropOldest, and counts every value it lost.
+//
+// Once C() was called (C-called-first), the watcher also holds the values
+// its forwarder took: min(ChannelBuffer, queue length) = 3 in flight (2 in
+// the channel, 1 in the forwarder's blocked send), the oldest ones, never
+// dropped; its queue then holds qlen more under its policy (wantC). Each
+// publish is followed by synctest.Wait so that the forwarder takes what it
+// can, and since more is queued than the channel holds, Shutdown waits for
+// a reader: the watcher is read while Shutdown runs.
 func TestNeverReadingWatcher(t *testing.T) {
 	const qlen, n = 3, 10
 	cases := []struct {
-		name string
-		p    broadcast.Policy
-		want []int
-		wait time.Duration // total time the n Publish calls take
+		name  string
+		p     broadcast.Policy
+		want  []int
+		wantC []int
+		wait  time.Duration // time each Publish that finds the watcher full takes
 	}{
-		{"Drop", broadcast.Drop, []int{1, 2, 3}, 0},
-		{"DropOldest", broadcast.DropOldest, []int{8, 9, 10}, 0},
-		{"BlockFor", broadcast.BlockFor(time.Second), []int{1, 2, 3}, (n - qlen) * time.Second},
+		{"Drop", broadcast.Drop, []int{1, 2, 3}, []int{1, 2, 3, 4, 5, 6}, 0},
+		{"DropOldest", broadcast.DropOldest, []int{8, 9, 10}, []int{1, 2, 3, 8, 9, 10}, 0},
+		{"BlockFor", broadcast.BlockFor(time.Second), []int{1, 2, 3}, []int{1, 2, 3, 4, 5, 6}, time.Second},
 	}
 	for _, tc := range cases {
 		for _, rp := range readPaths {
 			for _, touched := range []bool{false, true} {
 				name := tc.name + "/" + rp.name
+				want := tc.want
 				if touched {
 					name += "/C-called-first"
+					want = tc.wantC
 				}
+				lost := n - len(want)
 				t.Run(name, func(t *testing.T) {
 					synctest.Test(t, func(t *testing.T) {
 						b := newB(t)
@@ -475,18 +512,29 @@ func TestNeverReadingWatcher(t *testing.T) {
 							w.C()
 						}
 						start := time.Now()
-						publish(t, b, testutil.Seq(1, n+1)...)
-						if got := time.Since(start); got != tc.wait {
-							t.Errorf("publishing took %v, want %v", got, tc.wait)
+						for v := 1; v <= n; v++ {
+							publish(t, b, v)
+							synctest.Wait() // the forwarder, if any, takes what it can
 						}
-						checkDropped(t, "w", w, n-qlen)
-						checkStats(t, b, broadcast.Stats{Published: n + 1, Dropped: n - qlen, Watchers: 1})
-						shutdown(t, b)
-						got := rp.take(t, w, -1)
-						if d := diff(tc.want, got); d != "" {
+						if got := time.Since(start); got != time.Duration(lost)*tc.wait {
+							t.Errorf("publishing took %v, want %v", got, time.Duration(lost)*tc.wait)
+						}
+						checkDropped(t, "w", w, uint64(lost))
+						checkStats(t, b, broadcast.Stats{Published: n + 1, Dropped: uint64(lost), Watchers: 1})
+						if l := w.Len(); l != len(want) {
+							t.Errorf("Len() = %d, want %d", l, len(want))
+						}
+						var got []int
+						if touched {
+							got = shutdownReading(t, b, w, rp)
+						} else {
+							shutdown(t, b)
+							got = rp.take(t, w, -1)
+						}
+						if d := diff(want, got); d != "" {
 							t.Errorf("held values (-want +got):\n%s", d)
 						}
-						checkDropped(t, "w", w, n-qlen)
+						checkDropped(t, "w", w, uint64(lost))
 						if r := uint64(len(got)) + w.Dropped(); r != n {
 							t.Errorf("received + Dropped() = %d, want %d published to it", r, n)
 						}
@@ -523,6 +571,14 @@ func TestNeverReadingWatcher(t *testing.T) {
 // TestLossyAfterReaderFreesRoom covers guarantee 3 across reads: a value read
 // frees exactly one place, Drop keeps the oldest held values, DropOldest the
 // newest, BlockFor drops like Drop after waiting.
+//
+// Read through C() (called at the first read, with the queue full), the
+// watcher also holds min(ChannelBuffer, 2) = 2 values in flight (1 in the
+// channel, 1 in the forwarder's send), which are never dropped: where that
+// changes what it keeps, restC and droppedC say so. Every step is followed
+// by synctest.Wait so that the forwarder takes what it can; since more is
+// queued than the channel holds, the C() watcher is read while Shutdown
+// runs (Shutdown waits for a C() reader).
 func TestLossyAfterReaderFreesRoom(t *testing.T) {
 	type step struct {
 		pub  []int         // values to publish, or
@@ -530,23 +586,32 @@ func TestLossyAfterReaderFreesRoom(t *testing.T) {
 		wait time.Duration // how long the publishing takes
 	}
 	cases := []struct {
-		name    string
-		p       broadcast.Policy
-		steps   []step
-		rest    []int // what remains after Shutdown
-		dropped uint64
+		name     string
+		p        broadcast.Policy
+		steps    []step
+		rest     []int // what remains after Shutdown
+		dropped  uint64
+		restC    []int // through C(), if not rest
+		droppedC uint64
 	}{
-		{"Drop/read one", broadcast.Drop, []step{{pub: []int{1, 2, 3}}, {read: []int{1}}, {pub: []int{4}}}, []int{2, 4}, 1},
-		{"Drop/read all", broadcast.Drop, []step{{pub: []int{1, 2, 3}}, {read: []int{1, 2}}, {pub: []int{4, 5, 6}}}, []int{4, 5}, 2},
-		{"DropOldest/read all", broadcast.DropOldest, []step{{pub: []int{1, 2, 3}}, {read: []int{2, 3}}, {pub: []int{4}}}, []int{4}, 1},
-		{"DropOldest/read one", broadcast.DropOldest, []step{{pub: []int{1, 2, 3}}, {read: []int{2}}, {pub: []int{4, 5}}}, []int{4, 5}, 2},
-		{"BlockFor/read one", broadcast.BlockFor(time.Second), []step{{pub: []int{1, 2, 3}, wait: time.Second}, {read: []int{1}}, {pub: []int{4}}}, []int{2, 4}, 1},
-		{"Block/read one", broadcast.Block, []step{{pub: []int{1, 2}}, {read: []int{1}}, {pub: []int{3}}}, []int{2, 3}, 0},
+		{"Drop/read one", broadcast.Drop, []step{{pub: []int{1, 2, 3}}, {read: []int{1}}, {pub: []int{4}}}, []int{2, 4}, 1, nil, 0},
+		// Through C(): 4 and 5 in flight, 6 queued.
+		{"Drop/read all", broadcast.Drop, []step{{pub: []int{1, 2, 3}}, {read: []int{1, 2}}, {pub: []int{4, 5, 6}}}, []int{4, 5}, 2, []int{4, 5, 6}, 1},
+		{"DropOldest/read all", broadcast.DropOldest, []step{{pub: []int{1, 2, 3}}, {read: []int{2, 3}}, {pub: []int{4}}}, []int{4}, 1, nil, 0},
+		// Through C(): 3 is in the channel, in flight, never discarded.
+		{"DropOldest/read one", broadcast.DropOldest, []step{{pub: []int{1, 2, 3}}, {read: []int{2}}, {pub: []int{4, 5}}}, []int{4, 5}, 2, []int{3, 4, 5}, 1},
+		{"BlockFor/read one", broadcast.BlockFor(time.Second), []step{{pub: []int{1, 2, 3}, wait: time.Second}, {read: []int{1}}, {pub: []int{4}}}, []int{2, 4}, 1, nil, 0},
+		{"Block/read one", broadcast.Block, []step{{pub: []int{1, 2}}, {read: []int{1}}, {pub: []int{3}}}, []int{2, 3}, 0, nil, 0},
 	}
 	for _, tc := range cases {
 		for _, rp := range readPaths {
 			t.Run(tc.name+"/"+rp.name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
+					viaC := rp.name == "C"
+					rest, dropped := tc.rest, tc.dropped
+					if viaC && tc.restC != nil {
+						rest, dropped = tc.restC, tc.droppedC
+					}
 					b := newB(t)
 					w := watch(t, b, with(tc.p, 2)...)
 					for _, s := range tc.steps {
@@ -554,24 +619,37 @@ func TestLossyAfterReaderFreesRoom(t *testing.T) {
 							if d := diff(s.read, rp.take(t, w, len(s.read))); d != "" {
 								t.Fatalf("read (-want +got):\n%s", d)
 							}
+							synctest.Wait() // the forwarder, if any, takes what it can
 							continue
 						}
 						start := time.Now()
-						if tc.p == broadcast.Block {
-							publishNoWait(t, b, s.pub...)
-						} else {
-							publish(t, b, s.pub...)
+						for _, v := range s.pub {
+							if tc.p == broadcast.Block {
+								publishNoWait(t, b, v)
+							} else {
+								publish(t, b, v)
+							}
+							synctest.Wait()
 						}
 						if got := time.Since(start); got != s.wait {
 							t.Errorf("publishing %v took %v, want %v", s.pub, got, s.wait)
 						}
 					}
-					checkDropped(t, "w", w, tc.dropped)
-					shutdown(t, b)
-					if d := diff(tc.rest, rp.take(t, w, -1)); d != "" {
+					checkDropped(t, "w", w, dropped)
+					if l := w.Len(); l != len(rest) {
+						t.Errorf("Len() = %d, want %d", l, len(rest))
+					}
+					var got []int
+					if viaC {
+						got = shutdownReading(t, b, w, rp)
+					} else {
+						shutdown(t, b)
+						got = rp.take(t, w, -1)
+					}
+					if d := diff(rest, got); d != "" {
 						t.Errorf("after Shutdown (-want +got):\n%s", d)
 					}
-					checkDropped(t, "w", w, tc.dropped)
+					checkDropped(t, "w", w, dropped)
 				})
 			})
 		}
@@ -582,7 +660,10 @@ func TestLossyAfterReaderFreesRoom(t *testing.T) {
 
 // TestBlockHoldsQueueLength covers guarantee 4's "a publisher may wait": a
 // Block watcher takes exactly its queue length, then Publish waits until a
-// read makes room.
+// read makes room. (Through C(), called at the read, the forwarder takes
+// the 3 queued values at once, which is room too; after the read the
+// watcher holds 2, 3 and 4, more than C()'s channel of 2, so it is read
+// while Shutdown runs.)
 func TestBlockHoldsQueueLength(t *testing.T) {
 	for _, rp := range readPaths {
 		t.Run(rp.name, func(t *testing.T) {
@@ -606,8 +687,14 @@ func TestBlockHoldsQueueLength(t *testing.T) {
 				if err != nil {
 					t.Fatalf("Publish(4): %v", err)
 				}
-				shutdown(t, b)
-				if d := diff([]int{2, 3, 4}, rp.take(t, w, -1)); d != "" {
+				var rest []int
+				if rp.name == "C" {
+					rest = shutdownReading(t, b, w, rp)
+				} else {
+					shutdown(t, b)
+					rest = rp.take(t, w, -1)
+				}
+				if d := diff([]int{2, 3, 4}, rest); d != "" {
 					t.Errorf("after Shutdown (-want +got):\n%s", d)
 				}
 				checkDropped(t, "w", w, 0)
@@ -803,9 +890,11 @@ func TestWatchWithPrefix(t *testing.T) {
 		}
 	}
 
-	// Block: the prefix does not count against the queue length. (Past the
-	// prefix, a Block watcher read through C() may hold up to len(prefix)
-	// more, a documented exception: its exact limit is not tested there.)
+	// Block: the prefix does not count against the queue length. (Through
+	// C(), called at the read, the forwarder then holds values in flight
+	// beyond the queue length: the watcher's limit through C() is tested
+	// by TestContractHarness. After the read it holds 2 and 3, more than
+	// C()'s channel of 1, so it is read while Shutdown runs.)
 	for _, rp := range readPaths {
 		t.Run("Block/"+rp.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
@@ -826,8 +915,14 @@ func TestWatchWithPrefix(t *testing.T) {
 				if err := <-pub; err != nil {
 					t.Fatalf("Publish(3): %v", err)
 				}
-				shutdown(t, b)
-				if d := diff([]int{2, 3}, rp.take(t, w, -1)); d != "" {
+				var rest []int
+				if rp.name == "C" {
+					rest = shutdownReading(t, b, w, rp)
+				} else {
+					shutdown(t, b)
+					rest = rp.take(t, w, -1)
+				}
+				if d := diff([]int{2, 3}, rest); d != "" {
 					t.Errorf("after Shutdown (-want +got):\n%s", d)
 				}
 				checkDropped(t, "w", w, 0)
@@ -913,10 +1008,18 @@ func TestShutdown(t *testing.T) {
 				t.Run("queued values readable/"+name, func(t *testing.T) {
 					synctest.Test(t, func(t *testing.T) {
 						b := newB(t)
-						w := watch(t, b, with(pc.p, 5)...)
+						// Queue length 6: with C() called before, its channel
+						// holds min(ChannelBuffer, 6)-1 = 5 values, all the
+						// queued ones, so Shutdown returns without a reader
+						// (values that do not fit in the channel need a
+						// reader during Shutdown: TestShutdownDrainsLongCQueue).
+						w := watch(t, b, with(pc.p, 6)...)
 						var c <-chan int
 						if early {
 							c = w.C()
+							if cap(c) != 5 {
+								t.Fatalf("cap(C()) = %d, want 5", cap(c))
+							}
 						}
 						publishNoWait(t, b, 1, 2, 3, 4, 5)
 						shutdown(t, b)
@@ -1222,8 +1325,19 @@ func TestNoGoroutineAfterShutdown(t *testing.T) {
 		}
 		testutil.CollectSeq(t, ws[0].All(), 1, guard) // breaks out: the watcher stays registered
 		ws[2].Stop()
+		// The watchers whose C() was called may hold more than their
+		// channels buffer (values in flight beyond the queue length,
+		// depending on how many TryPublish calls succeeded): Shutdown
+		// waits for a reader to take them, so read them meanwhile.
+		var drains []<-chan []int
+		for i := 0; i < len(ws); i += 3 {
+			drains = append(drains, reader(ws[i], readPaths[0], 0))
+		}
 		shutdown(t, b)
 		<-read
+		for _, d := range drains {
+			<-d
+		}
 		goleak.VerifyNone(t, ignore)
 	})
 
@@ -1484,7 +1598,9 @@ func TestCAndAllTogether(t *testing.T) {
 
 	// Switching from All() to C() inside the loop, then leaving the loop:
 	// the values All() had not yielded yet must come through C(), the prefix
-	// included.
+	// included. They may be more than C()'s channel holds (with a queue
+	// length of 1 it is unbuffered), so C() is read while Shutdown waits
+	// for its reader.
 	for _, pc := range policyCases {
 		for _, tc := range []struct {
 			name   string
@@ -1508,8 +1624,7 @@ func TestCAndAllTogether(t *testing.T) {
 					w.C()
 					break
 				}
-				shutdown(t, b)
-				got = append(got, testutil.Drain(t, w.C(), guard)...)
+				got = append(got, shutdownReading(t, b, w, readPaths[0])...)
 				want := append(slices.Clone(tc.prefix), tc.pub...)
 				if d := diff(want, got); d != "" {
 					t.Errorf("values read (-want +got):\n%s", d)
@@ -1641,23 +1756,43 @@ func TestTryPublish(t *testing.T) {
 			if early {
 				name += "/C-called-before"
 			}
+			// With C() called before, w holds one more value: its
+			// forwarder's, in flight beyond its queue length of 1 (the
+			// channel is unbuffered). So it is full after 1, 2, and
+			// refuses 3; without, after 1, and refuses 2. Each TryPublish
+			// is followed by synctest.Wait so that the forwarder takes
+			// what it can. w holds more than its channel buffers at the
+			// end: it is read while Shutdown runs.
 			t.Run(name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					b := newB(t)
 					other := watch(t, b, with(broadcast.Drop, 10)...)
 					w := watch(t, b, with(full.p, 1)...)
+					held := []int{1}
 					if early {
 						w.C()
+						held = []int{1, 2}
 					}
-					try(t, b, 1, true)
-					try(t, b, 2, false)
-					checkStats(t, b, broadcast.Stats{Published: 1, Watchers: 2})
+					for _, v := range held {
+						try(t, b, v, true)
+						synctest.Wait()
+					}
+					refused := len(held) + 1
+					try(t, b, refused, false)
+					checkStats(t, b, broadcast.Stats{Published: uint64(len(held)), Watchers: 2})
+					if l := w.Len(); l != len(held) {
+						t.Errorf("Len() = %d, want %d", l, len(held))
+					}
 					if d := diff([]int{1}, testutil.Collect(t, w.C(), 1, guard)); d != "" {
 						t.Fatalf("read (-want +got):\n%s", d)
 					}
-					try(t, b, 3, true)
-					shutdown(t, b)
-					if d := diff([]int{1, 3}, testutil.Drain(t, other.C(), guard)); d != "" {
+					synctest.Wait()
+					try(t, b, refused+1, true)
+					rest := append(slices.Clone(held[1:]), refused+1)
+					if d := diff(rest, shutdownReading(t, b, w, readPaths[0])); d != "" {
+						t.Errorf("w after the read (-want +got):\n%s", d)
+					}
+					if d := diff(append(slices.Clone(held), refused+1), testutil.Drain(t, other.C(), guard)); d != "" {
 						t.Errorf("other watcher got what TryPublish refused (-want +got):\n%s", d)
 					}
 					checkDropped(t, "w", w, 0)
@@ -1800,7 +1935,11 @@ func TestPublishContext(t *testing.T) {
 			if err := <-first; err != nil {
 				t.Errorf("Publish(2): %v", err)
 			}
-			shutdown(t, b)
+			// full's C() channel is unbuffered (queue length 1): 2 is in
+			// flight, and Shutdown waits for a reader to take it.
+			if d := diff([]int{2}, shutdownReading(t, b, full, readPaths[0])); d != "" {
+				t.Errorf("full watcher after the read (-want +got):\n%s", d)
+			}
 			if d := diff([]int{1, 2}, testutil.Drain(t, roomy.C(), guard)); d != "" {
 				t.Errorf("watcher with room (-want +got):\n%s", d)
 			}
@@ -1827,8 +1966,9 @@ func TestPublishContext(t *testing.T) {
 			if d := time.Since(start); d != time.Second {
 				t.Errorf("PublishContext took %v, want 1s (until the read)", d)
 			}
-			shutdown(t, b)
-			if d := diff([]int{2}, testutil.Drain(t, w.C(), guard)); d != "" {
+			// w's C() channel is unbuffered (queue length 1): 2 is in
+			// flight, and Shutdown waits for a reader to take it.
+			if d := diff([]int{2}, shutdownReading(t, b, w, readPaths[0])); d != "" {
 				t.Errorf("watcher (-want +got):\n%s", d)
 			}
 			checkDropped(t, "w", w, 0)
@@ -1892,8 +2032,9 @@ func TestBlockFor(t *testing.T) {
 			}
 			checkDropped(t, "bf", bf, 1)
 			checkDropped(t, "blk", blk, 0)
-			shutdown(t, b)
-			if d := diff([]int{2}, testutil.Drain(t, blk.C(), guard)); d != "" {
+			// blk's C() channel is unbuffered (queue length 1): 2 is in
+			// flight, and Shutdown waits for a reader to take it.
+			if d := diff([]int{2}, shutdownReading(t, b, blk, readPaths[0])); d != "" {
 				t.Errorf("Block watcher (-want +got):\n%s", d)
 			}
 		})
@@ -1942,8 +2083,16 @@ func TestBlockFor(t *testing.T) {
 					t.Errorf("read (-want +got):\n%s", d)
 				}
 				checkDropped(t, "w", w, 0)
-				shutdown(t, b)
-				if d := diff([]int{2}, rp.take(t, w, -1)); d != "" {
+				var rest []int
+				if rp.name == "C" {
+					// The channel is unbuffered (queue length 1): 2 is in
+					// flight, and Shutdown waits for a reader to take it.
+					rest = shutdownReading(t, b, w, rp)
+				} else {
+					shutdown(t, b)
+					rest = rp.take(t, w, -1)
+				}
+				if d := diff([]int{2}, rest); d != "" {
 					t.Errorf("after Shutdown (-want +got):\n%s", d)
 				}
 			})

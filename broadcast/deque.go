@@ -1,34 +1,12 @@
 package broadcast
 
-// deque is a growable ring-buffer FIFO: a watcher's private queue, used only
-// when it holds a prefix or has fallen behind the shared ring. Its zero value
-// is empty and allocates nothing.
+// deque is a growable ring-buffer FIFO: a watcher's own queue, used only
+// when it holds a prefix, a replay, or values moved out of the shared ring.
+// Its zero value is empty and allocates nothing.
 type deque[T any] struct {
 	buf  []T
 	head int
 	n    int
-}
-
-func (d *deque[T]) init(vs []T) {
-	d.buf = make([]T, max(len(vs), 4))
-	copy(d.buf, vs)
-	d.head, d.n = 0, len(vs)
-}
-
-// adopt makes vs, full, the deque's buffer.
-func (d *deque[T]) adopt(vs []T) {
-	if cap(vs) < 4 {
-		d.init(vs)
-		return
-	}
-	d.buf, d.head, d.n = vs[:cap(vs)], 0, len(vs)
-}
-
-// item is a value in a watcher's private queue with its sequence number
-// (0 for prefix values).
-type item[T any] struct {
-	seq uint64
-	v   T
 }
 
 func (d *deque[T]) len() int { return d.n }
@@ -59,9 +37,8 @@ func (d *deque[T]) pop() T {
 }
 
 // removeAt removes the i-th value (0 is the front), shifting the shorter
-// side: O(min(i, len-i)), so dropping the oldest value (i = 0, or just past
-// a short prefix) is O(1) however long the deque (BenchmarkDropOldestFull;
-// docs/design.md has the figures).
+// side: O(min(i, len-i)), so dropping the oldest value just past a short
+// prefix is O(1) however long the deque (BenchmarkDropOldestFull).
 func (d *deque[T]) removeAt(i int) {
 	var zero T
 	n := len(d.buf)

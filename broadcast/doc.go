@@ -93,12 +93,28 @@
 // called from any goroutine, also from inside the reading loop and while a
 // Publish waits for that watcher, which it releases at once.
 //
-// The broadcaster starts no goroutines for publishing or for All: publishers
-// write into a shared ring, readers take from it. A watcher read through C
-// gets one goroutine, started when its first value arrives, that forwards
-// its queue from the ring into a channel of at most [ChannelBuffer] values;
-// it exits when the watcher is stopped or, after Shutdown, once its queue
-// is handed over. docs/design.md describes the data path and its costs.
+// The broadcaster starts no goroutines for publishing or for All:
+// publishers write into a shared ring, readers take from it. A watcher read
+// through C has its channel filled by the publishers themselves while the
+// reader keeps up (the channel is empty when a value arrives); only when
+// the reader lags does the watcher get a goroutine, started the first time
+// and parked when idle, that forwards its queue in batches. It exits when
+// the watcher is stopped or, after Shutdown, once its queue is handed over.
+// docs/design.md describes the data path and its costs.
+//
+// # Values in flight after C
+//
+// A watcher read through C holds its queue (its queue length of values,
+// under its policy, as through All) plus the values in flight toward its
+// reader: those in the channel, which holds fewer than [ChannelBuffer]
+// values, and the one its goroutine may be handing over: up to
+// min(ChannelBuffer, queue length) values beyond its queue length. They are
+// the oldest values it holds, they are never dropped or evicted, and
+// [Watcher.Len] and the counts (received + Dropped == published to it)
+// include them. So a watcher that never reads holds, through C, its
+// in-flight values and then its queue length of values: under Drop the
+// first ones published after it registered, under DropOldest the last
+// ones; through All, exactly its queue length.
 //
 // # Shutdown
 //

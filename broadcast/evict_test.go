@@ -6,6 +6,7 @@ import (
 	"testing/synctest"
 
 	"github.com/heraldgo/herald/broadcast"
+	"github.com/heraldgo/herald/internal/testutil"
 )
 
 // TestEvict: guarantee 10 on both read paths, with and without a prefix,
@@ -14,23 +15,34 @@ import (
 // (counted) and ends it: it keeps what it holds, readable in order, then
 // ends with Err() == ErrEvicted; it leaves Stats().Watchers, and neither the
 // publisher nor another watcher waits for it.
+//
+// With C() called first, the watcher also holds what its forwarder took:
+// min(ChannelBuffer, 3) = 3 values in flight (2 in the channel, 1 in the
+// forwarder's blocked send), the first ones, prefix values included; its
+// queue then holds 3 more, and the value after those evicts it (wantC).
+// Each publish is followed by synctest.Wait so that the forwarder takes
+// what it can.
 func TestEvict(t *testing.T) {
 	cases := []struct {
 		name   string
 		prefix []int
 		want   []int // what the evicted watcher reads
+		wantC  []int // the same with C() called first
 		reason string
 	}{
-		{"no prefix", nil, []int{1, 2, 3}, "queue length 3: value 4 finds it full"},
-		{"prefix", []int{-2, -1}, []int{-2, -1, 1, 2, 3}, "the prefix does not count against the queue length (guarantee 5)"},
+		{"no prefix", nil, []int{1, 2, 3}, []int{1, 2, 3, 4, 5, 6}, "queue length 3: value 4 finds it full (through C(): 1, 2, 3 in flight, value 7)"},
+		{"prefix", []int{-2, -1}, []int{-2, -1, 1, 2, 3}, []int{-2, -1, 1, 2, 3, 4}, "the prefix does not count against the queue length (guarantee 5) (through C(): -2, -1, 1 in flight, value 5)"},
 	}
 	for _, tc := range cases {
 		for _, rp := range readPaths {
 			for _, cFirst := range []bool{false, true} {
 				name := tc.name + "/" + rp.name
+				want := tc.want
 				if cFirst {
 					name += "/C-called-first"
+					want = tc.wantC
 				}
+				held := len(want) - len(tc.prefix) // live values it holds
 				t.Run(name, func(t *testing.T) {
 					synctest.Test(t, func(t *testing.T) {
 						b := newB(t)
@@ -42,21 +54,26 @@ func TestEvict(t *testing.T) {
 						if cFirst {
 							w.C()
 						}
-						publish(t, b, 1, 2, 3)
-						synctest.Wait()
+						for v := 1; v <= held; v++ {
+							publish(t, b, v)
+							synctest.Wait() // the forwarder, if any, takes what it can
+						}
 						if err := w.Err(); err != nil {
 							t.Fatalf("Err() before eviction = %v, want nil (%s)", err, tc.reason)
 						}
-						publish(t, b, 4, 5, 6) // 4 evicts w; nothing waits for it
-						if err := w.Err(); !errors.Is(err, broadcast.ErrEvicted) {
-							t.Errorf("Err() after the value that found it full = %v, want ErrEvicted", err)
+						if l := w.Len(); l != len(want) {
+							t.Errorf("Len() = %d before eviction, want %d", l, len(want))
 						}
-						checkStats(t, b, broadcast.Stats{Published: 6, Dropped: 1, Watchers: 1})
+						publish(t, b, held+1, held+2, held+3) // held+1 evicts w; nothing waits for it
+						if err := w.Err(); !errors.Is(err, broadcast.ErrEvicted) {
+							t.Errorf("Err() after the value that found it full = %v, want ErrEvicted (%s)", err, tc.reason)
+						}
+						checkStats(t, b, broadcast.Stats{Published: uint64(held + 3), Dropped: 1, Watchers: 1})
 						checkDropped(t, "evicted watcher", w, 1)
-						if d := diff(tc.want, rp.take(t, w, -1)); d != "" {
+						if d := diff(want, rp.take(t, w, -1)); d != "" {
 							t.Errorf("the evicted watcher read (-want +got):\n%s", d)
 						}
-						if d := diff([]int{1, 2, 3, 4, 5, 6}, readPaths[1].take(t, other, 6)); d != "" {
+						if d := diff(testutil.Seq(1, held+4), readPaths[1].take(t, other, held+3)); d != "" {
 							t.Errorf("the other watcher read (-want +got):\n%s", d)
 						}
 						w.Stop()

@@ -3,7 +3,7 @@ package broadcast
 import (
 	"context"
 	"errors"
-	"sync"
+	"slices"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -15,6 +15,10 @@ import (
 // draining it, Stop while the forwarder is blocked, Block room detection
 // through the forwarder, and the channel's size.
 
+// The channel holds min(ChannelBuffer, queue length) - 1 values and the
+// forwarder one more in its blocked send: min(ChannelBuffer, queue length)
+// in flight. A prefix does not change it (prefix values are exempt from the
+// queue length, and the forwarder reads them as any other value).
 func TestChannelSize(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -22,11 +26,13 @@ func TestChannelSize(t *testing.T) {
 		prefix int
 		want   int
 	}{
-		{"default queue", DefaultQueueLength, 0, ChannelBuffer},
-		{"short queue", 3, 0, 3},
-		{"short queue with prefix", 3, 2, 5},
-		{"long prefix", 3, 100, ChannelBuffer},
-		{"queue of one", 1, 0, 1},
+		{"default queue", DefaultQueueLength, 0, ChannelBuffer - 1},
+		{"short queue", 3, 0, 2},
+		{"short queue with prefix", 3, 2, 2},
+		{"long prefix", 3, 100, 2},
+		{"queue of ChannelBuffer", ChannelBuffer, 0, ChannelBuffer - 1},
+		{"queue of ChannelBuffer+1", ChannelBuffer + 1, 0, ChannelBuffer - 1},
+		{"queue of one: unbuffered", 1, 0, 0},
 	} {
 		for _, p := range []Policy{Drop, DropOldest, Block, BlockFor(time.Second)} {
 			t.Run(tc.name+"/"+p.String(), func(t *testing.T) {
@@ -108,8 +114,11 @@ func TestShutdownDrainsLongCQueue(t *testing.T) {
 				if diff := cmp.Diff(seq(0, len(got)), got); diff != "" {
 					t.Errorf("received (-want +got):\n%s", diff)
 				}
-				if len(got) < ChannelBuffer || len(got) > ChannelBuffer+1 {
-					t.Errorf("received %d values, want the channel's %d (+1 in hand)", len(got), ChannelBuffer)
+				// The channel keeps what it holds (its capacity,
+				// ChannelBuffer-1); the value the forwarder held in its
+				// blocked send and the rest are dropped, counted.
+				if len(got) != cap(ch) || cap(ch) != ChannelBuffer-1 {
+					t.Errorf("received %d values, want the channel's %d", len(got), ChannelBuffer-1)
 				}
 				if d := w.Dropped(); int(d)+len(got) != n {
 					t.Errorf("Dropped() %d + received %d != published %d", d, len(got), n)
@@ -163,24 +172,30 @@ func TestBlockLongQueueThroughC(t *testing.T) {
 }
 
 // A never-reading Block watcher read through C() with a queue longer than
-// the channel holds exactly its queue length, and a TryPublish then fails.
+// the channel holds exactly its queue length plus the values in flight
+// (ChannelBuffer-1 in the channel, one in the forwarder's blocked send),
+// and a TryPublish then fails.
 func TestBlockLongQueueFullThroughC(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const qlen = 200
+		const held = qlen + ChannelBuffer // queue + in flight
 		b := New[int](WithQueueLength(qlen), WithPolicy(Block))
 		w, _ := b.Watch()
 		ch := w.C()
-		for i := range qlen {
+		for i := range held {
 			if err := b.Publish(i); err != nil {
 				t.Fatal(err)
 			}
 		}
 		synctest.Wait() // the forwarder fills the channel and blocks
-		if ok, err := b.TryPublish(qlen); ok || err != nil {
+		if n := w.Len(); n != held {
+			t.Errorf("Len() = %d, want %d", n, held)
+		}
+		if ok, err := b.TryPublish(held); ok || err != nil {
 			t.Fatalf("TryPublish on a full Block watcher = %v, %v; want false, nil", ok, err)
 		}
 		published := make(chan error)
-		go func() { published <- b.Publish(qlen) }()
+		go func() { published <- b.Publish(held) }()
 		synctest.Wait()
 		select {
 		case err := <-published:
@@ -198,8 +213,11 @@ func TestBlockLongQueueFullThroughC(t *testing.T) {
 		for v := range ch {
 			got = append(got, v)
 		}
-		if diff := cmp.Diff(seq(1, qlen+1), got); diff != "" {
+		if diff := cmp.Diff(seq(1, held+1), got); diff != "" {
 			t.Errorf("received (-want +got):\n%s", diff)
+		}
+		if d := w.Dropped(); d != 0 {
+			t.Errorf("Dropped() = %d, want 0", d)
 		}
 	})
 }
@@ -237,8 +255,14 @@ func TestStopWhileForwarderBlocked(t *testing.T) {
 				if diff := cmp.Diff(seq(0, len(got)), got); diff != "" {
 					t.Errorf("received (-want +got):\n%s", diff)
 				}
-				if len(got) > ChannelBuffer+1 {
-					t.Errorf("received %d values after Stop, want at most %d", len(got), ChannelBuffer+1)
+				// C() keeps what its buffer held (full: the forwarder was
+				// blocked); the value in the forwarder's send and the rest
+				// are discarded, not counted.
+				if len(got) != ChannelBuffer-1 {
+					t.Errorf("received %d values after Stop, want the channel's %d", len(got), ChannelBuffer-1)
+				}
+				if d := w.Dropped(); d != 0 {
+					t.Errorf("Dropped() = %d after Stop, want 0", d)
 				}
 				if err := b.Publish(1); err != nil {
 					t.Fatal(err)
@@ -323,140 +347,51 @@ func TestIdlePublishTransitions(t *testing.T) {
 	}
 }
 
-// A forwarder batch is read from the ring after its claim: the ring must
-// not overwrite it meanwhile. Found by the long soak (a Drop watcher with a
-// queue longer than the ring, read through C() slowly, received a value a
-// lap newer in place of an old one).
-func TestForwarderBatchNotOverwritten(t *testing.T) {
-	b := New[int]()
-	w, _ := b.Watch(WithQueueLength(maxRing+1), WithPolicy(Drop))
-	ch := w.C()
-	const warm = 10
-	for i := range warm {
-		if err := b.Publish(i); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for range warm {
-		<-ch // the forwarder has caught up and parks: h == tail == warm
-	}
-	// The next batch the forwarder claims starts at seq warm. While it sits
-	// between its claim and its reads, publish up to seq warm+maxRing, whose
-	// slot is seq warm's. Unpinned, that overwrite happens at once and the
-	// forwarder reads the new value; pinned, the publisher waits for the
-	// batch (here until the hook gives up waiting for it).
-	claimed := make(chan struct{})
-	overwritten := make(chan struct{})
-	var once sync.Once
-	testHookBatch = func(h, n uint64) {
-		if h != warm {
-			return
-		}
-		once.Do(func() {
-			close(claimed)
-			select {
-			case <-overwritten:
-			case <-time.After(200 * time.Millisecond):
-			}
-		})
-	}
-	defer func() { testHookBatch = nil }()
-	for i := warm; i < warm+2; i++ { // a batch needs two values
-		if err := b.Publish(i); err != nil {
-			t.Fatal(err)
-		}
-	}
-	<-claimed
-	go func() {
-		defer close(overwritten)
-		for i := warm + 2; i <= warm+maxRing; i++ {
-			if err := b.Publish(i); err != nil {
-				t.Error(err)
-				return
-			}
-		}
-	}()
-	got := make(chan []int)
-	go func() {
-		var vs []int
-		for v := range ch {
-			vs = append(vs, v)
-		}
-		got <- vs
-	}()
-	<-overwritten
-	if err := b.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	vs := <-got
-	for i := 1; i < len(vs); i++ {
-		if vs[i] <= vs[i-1] {
-			t.Fatalf("received %d after %d", vs[i], vs[i-1])
-		}
-	}
-	if len(vs) == 0 || vs[0] != warm {
-		t.Fatalf("first value after the warm-up = %v, want %d", vs[:min(len(vs), 1)], warm)
-	}
-}
-
-// TestForwarderHeldIsOldest: under DropOldest through C(), a value the
-// forwarder holds (claimed when the channel was full, not yet sent) is
-// newer than the channel's and older than everything else queued. While
-// the forwarder is kept from sending it, publishers discard the channel's
-// values, then must wait for the held one to land and discard it, not the
-// newer values in the ring: a watcher that never reads ends with exactly
-// the last queue-length values (found by a review: it kept the held value
-// and lost newer ones).
+// TestForwarderHeldIsOldest: under DropOldest through C(), the values in
+// flight (the channel's and the one the forwarder holds in its blocked
+// send) are the oldest and are never discarded; publishers discard the
+// oldest of the rest. A watcher that never reads ends with the values in
+// flight, then exactly the last queue-length values, and every other value
+// counted as dropped.
 func TestForwarderHeldIsOldest(t *testing.T) {
-	const queue, total = 100, 300
-	b := New[int]()
-	w, _ := b.Watch(WithQueueLength(queue), WithPolicy(DropOldest))
-	ch := w.C()
-	var once sync.Once
-	entered, published := make(chan struct{}), make(chan struct{})
-	testHookHeld = func() {
-		// The first hold: keep the forwarder from sending until the
-		// publisher below is done, or, if it waits for the held value
-		// (as it must), for a while.
-		once.Do(func() {
-			close(entered)
-			select {
-			case <-published:
-			case <-time.After(100 * time.Millisecond):
+	synctest.Test(t, func(t *testing.T) {
+		const queue, total = 100, 300
+		b := New[int]()
+		w, _ := b.Watch(WithQueueLength(queue), WithPolicy(DropOldest))
+		ch := w.C()
+		for i := range total {
+			if err := b.Publish(i); err != nil {
+				t.Fatal(err)
 			}
-		})
-	}
-	defer func() { testHookHeld = nil }()
-	for i := range ChannelBuffer + 1 { // fills the channel; the next is held
-		if err := b.Publish(i); err != nil {
+			synctest.Wait() // the forwarder takes what it can
+		}
+		// Read only now (Shutdown waits for a C() reader to take what does
+		// not fit in the channel).
+		gotc := make(chan []int)
+		go func() {
+			var got []int
+			for v := range ch {
+				got = append(got, v)
+			}
+			gotc <- got
+		}()
+		if err := b.Shutdown(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-	}
-	<-entered
-	for i := ChannelBuffer + 1; i < total; i++ {
-		if err := b.Publish(i); err != nil {
-			t.Fatal(err)
+		got := <-gotc
+		inFlight := min(ChannelBuffer, queue)
+		want := make([]int, 0, inFlight+queue)
+		for i := range inFlight {
+			want = append(want, i)
 		}
-	}
-	close(published)
-	// Read only now (Shutdown waits for a C() reader to take what does not
-	// fit in the channel).
-	gotc := make(chan []int)
-	go func() {
-		var got []int
-		for v := range ch {
-			got = append(got, v)
+		for i := total - queue; i < total; i++ {
+			want = append(want, i)
 		}
-		gotc <- got
-	}()
-	if err := b.Shutdown(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	got := <-gotc
-	if len(got) != queue || got[0] != total-queue || got[queue-1] != total-1 {
-		t.Fatalf("kept %d values %v…, want %d…%d", len(got), got[:min(len(got), 5)], total-queue, total-1)
-	}
-	if d := w.Dropped(); d != total-queue {
-		t.Fatalf("Dropped %d, want %d", d, total-queue)
-	}
+		if !slices.Equal(got, want) {
+			t.Fatalf("kept %d values %v…, want %d: 0…%d, %d…%d", len(got), got[:min(len(got), 5)], len(want), inFlight-1, total-queue, total-1)
+		}
+		if d := w.Dropped(); d != uint64(total-len(want)) {
+			t.Fatalf("Dropped %d, want %d", d, total-len(want))
+		}
+	})
 }

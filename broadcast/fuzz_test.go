@@ -16,8 +16,21 @@ import (
 // FuzzOps runs a random sequence of operations on one Broadcaster[int] from
 // one goroutine, inside a synctest bubble, against a model: each watcher is a
 // queue under its policy. Every step is deterministic, so the model is exact:
-// every value read, every Dropped(), every Stats(), every TryPublish answer
-// and (in virtual time) how long each Publish waits.
+// every value read, every Dropped(), every Len(), every Stats(), every
+// TryPublish answer and (in virtual time) how long each Publish waits.
+//
+// A watcher read through C() has a goroutine, its forwarder, that takes
+// values from its queue into the channel (min(ChannelBuffer, queue
+// length) - 1 of them) and holds one more in its blocked send: those values
+// in flight, the oldest, are never dropped or evicted, and the queue holds
+// its queue length beyond them. The forwarder runs asynchronously; the
+// model lets it take what it can (synctest.Wait) before every publish,
+// Stop and check, which makes what it has in flight exact: min(in-flight
+// capacity, values queued). Shutdown waits for a C() reader to take what
+// does not fit in the channel: at the end, most C() watchers are read
+// while Shutdown runs and the others are not, so that Shutdown may reach
+// its deadline, after which each of those channels keeps what it holds
+// and the rest is counted as dropped.
 //
 // The input is read three bytes at a time: an operation and two arguments
 // (see the op constants). Values published are 1, 2, 3, ...; prefix values
@@ -71,20 +84,44 @@ type fzWatcher struct {
 	kind       int // 0 Drop, 1 DropOldest, 2 Block, 3 BlockFor
 	wait       time.Duration
 	qlen       int
-	noC        bool  // Block/BlockFor with a prefix: see fzModel.read
 	queue      []int // values held, oldest first; the first prefixLeft are the prefix
 	prefixLeft int
+	fwd        int // the first fwd values of queue are in flight: C()'s forwarder took them
 	dropped    uint64
 	stopped    bool
-	cClosed    bool // stopped, and C() was seen closed
 	cCalled    bool // C() was called: Seq then yields 0 for every value
+	chanAll    bool // C() was first called once Evict had ended it: the channel holds all it had, no forwarder
 	evicted    bool
 	cancel     context.CancelCauseFunc // WithContext
 	wantErr    error                   // what Err() returns once it ended
 }
 
-func (m *fzWatcher) full() bool  { return len(m.queue)-m.prefixLeft >= m.qlen }
-func (m *fzWatcher) waits() bool { return m.kind == 2 || m.kind == 3 }
+// exempt is how many values at the front of the queue never count against
+// the queue length and are never dropped: the prefix (or replay) and the
+// values in flight.
+func (m *fzWatcher) exempt() int { return max(m.prefixLeft, m.fwd) }
+func (m *fzWatcher) full() bool  { return len(m.queue)-m.exempt() >= m.qlen }
+
+// inFlightCap is how many values C()'s forwarder takes: its channel's
+// capacity, chanCap, and the one it holds in its blocked send.
+func (m *fzWatcher) inFlightCap() int { return min(broadcast.ChannelBuffer, m.qlen) }
+func (m *fzWatcher) chanCap() int     { return m.inFlightCap() - 1 }
+
+// calledC records a call of C(). The first, once the watcher has ended
+// (evicted), makes a channel holding everything queued, and no forwarder.
+func (m *fzWatcher) calledC() {
+	if !m.cCalled && m.evicted && !m.stopped {
+		m.chanAll = true
+	}
+	m.cCalled = true
+}
+
+// consumed takes the first n values off the model's queue: they were read.
+func (m *fzWatcher) consumed(n int) {
+	m.queue = m.queue[n:]
+	m.prefixLeft = max(0, m.prefixLeft-n)
+	m.fwd = max(0, m.fwd-n)
+}
 
 type fzModel struct {
 	t          *testing.T
@@ -138,8 +175,9 @@ func runOps(t *testing.T, data []byte) {
 		case opStop:
 			if len(m.ws) > 0 {
 				w := m.ws[int(a)%len(m.ws)]
+				m.settle()
 				w.w.Stop()
-				w.stopped = true
+				m.stopped(w)
 			}
 		case opPublishCanceled:
 			ctx, cancel := context.WithCancel(context.Background())
@@ -200,7 +238,6 @@ func (m *fzModel) watch(a, c byte, prefixLen int) {
 		}
 		w.w, err = m.b.WatchWithPrefix(prefix, with(p, w.qlen)...)
 		w.queue, w.prefixLeft = slices.Clone(prefix), prefixLen
-		w.noC = w.waits() && prefixLen > 0
 	}
 	if err != nil {
 		m.fatalf("Watch: %v", err)
@@ -233,7 +270,6 @@ func (m *fzModel) watchWith(kind int, withCtx bool, qlen int, replay []int, how 
 	if how == "WatchFrom" {
 		w.w, err = m.b.WatchFrom(from[0], opts...)
 		w.queue, w.prefixLeft = slices.Clone(replay), len(replay)
-		w.noC = w.waits() && len(replay) > 0
 	} else {
 		w.w, err = m.b.Watch(opts...)
 	}
@@ -280,12 +316,57 @@ func (m *fzModel) cancel(a byte) {
 	if w.cancel == nil {
 		return
 	}
+	m.settle()
 	w.cancel(errCanceled)
 	synctest.Wait() // the AfterFunc has stopped it
 	if !w.stopped && !w.evicted && !m.shut {
 		w.wantErr = errCanceled
 	}
+	if w.evicted && !w.stopped {
+		// Stopped, All() ends at once: if it yields a value, ctx did not
+		// stop the evicted watcher (TestRegressionContextStopsEvictedWatcher).
+		// (Every watcher is stopped first, so that the cleanup's Shutdown
+		// need not wait for C() readers.)
+		for v := range w.w.All() {
+			for _, x := range m.ws {
+				x.w.Stop()
+			}
+			m.t.Fatalf("step %d: %s: ctx ended after eviction and the watcher was not stopped (All() yields %d)", m.step, w.name, v)
+		}
+	}
+	m.stopped(w)
+}
+
+// stopped applies Stop to the model: C() closes keeping what its buffer
+// holds (the first values in flight, up to its capacity; the value in the
+// forwarder's send is not in it), All() ends at once, the rest is
+// discarded, not counted. Called after settle and Stop.
+func (m *fzModel) stopped(w *fzWatcher) {
+	if w.stopped {
+		return
+	}
 	w.stopped = true
+	switch {
+	case w.chanAll:
+		// The channel holds everything: Stop keeps it all.
+	case w.cCalled:
+		w.queue = w.queue[:min(w.fwd, w.chanCap())]
+	default:
+		w.queue = nil
+	}
+	w.prefixLeft = min(w.prefixLeft, len(w.queue))
+	w.fwd = 0
+}
+
+// settle lets every forwarder take what it can, and records what it has
+// in flight: its capacity, or everything queued if that is less.
+func (m *fzModel) settle() {
+	synctest.Wait()
+	for _, w := range m.ws {
+		if w.cCalled && !w.stopped && !w.chanAll {
+			w.fwd = min(w.inFlightCap(), len(w.queue))
+		}
+	}
 }
 
 // readSeq reads up to k values of watcher a through Seq and checks their
@@ -295,7 +376,7 @@ func (m *fzModel) readSeq(a byte, k int) {
 		return
 	}
 	w := m.ws[int(a)%len(m.ws)]
-	if w.stopped || w.cCalled {
+	if w.stopped {
 		m.read(a, k, false)
 		return
 	}
@@ -305,7 +386,11 @@ func (m *fzModel) readSeq(a byte, k int) {
 	}
 	var got []int
 	for s, v := range w.w.Seq() {
-		if want := m.seqOf[v]; s != want {
+		want := m.seqOf[v]
+		if w.cCalled {
+			want = 0 // values that went through C()'s channel carry no number
+		}
+		if s != want {
 			m.fatalf("%s: Seq yields %d with sequence number %d, want %d", w.name, v, s, want)
 		}
 		if got = append(got, v); len(got) == n {
@@ -315,8 +400,7 @@ func (m *fzModel) readSeq(a byte, k int) {
 	if !slices.Equal(got, w.queue[:n]) {
 		m.fatalf("%s: read %v through Seq, want %v", w.name, got, w.queue[:n])
 	}
-	w.queue = w.queue[n:]
-	w.prefixLeft = max(0, w.prefixLeft-n)
+	w.consumed(n)
 }
 
 // live returns the watchers not stopped and not evicted.
@@ -332,7 +416,11 @@ func (m *fzModel) live() []*fzWatcher {
 
 // fullWaiters reports whether a full Block watcher exists, and the longest d
 // of the full BlockFor watchers: how long a Publish waits for them.
+//
+// It settles the forwarders first: the publish that follows is decided on
+// what they have in flight.
 func (m *fzModel) fullWaiters() (blockFull bool, wait time.Duration) {
+	m.settle()
 	for _, w := range m.live() {
 		if w.full() {
 			switch w.kind {
@@ -360,8 +448,9 @@ func (m *fzModel) deliver(v int) {
 			w.dropped++
 			w.evicted = true
 			w.wantErr = broadcast.ErrEvicted
-		case w.kind == 1: // DropOldest: the oldest non-prefix value goes
-			w.queue = append(slices.Delete(w.queue, w.prefixLeft, w.prefixLeft+1), v)
+		case w.kind == 1: // DropOldest: the oldest value that is not exempt goes
+			e := w.exempt()
+			w.queue = append(slices.Delete(w.queue, e, e+1), v)
 			w.dropped++
 		default: // Drop, BlockFor after its wait, Block after ctx ended
 			w.dropped++
@@ -423,19 +512,15 @@ func (m *fzModel) publishContext() {
 }
 
 // read reads up to k values of watcher a through C() or All().
-//
-// A Block or BlockFor watcher with a prefix is never read through C() while
-// it is live: there, once the prefix has been read, the channel may take up
-// to len(prefix) values beyond the queue length (documented), which would
-// make the model's "full" inexact. All() is used instead.
 func (m *fzModel) read(a byte, k int, viaC bool) {
 	if len(m.ws) == 0 {
 		return
 	}
 	w := m.ws[int(a)%len(m.ws)]
 	if !w.stopped {
-		viaC = viaC && !w.noC
-		w.cCalled = w.cCalled || viaC // below, C() is called even with nothing to read
+		if viaC {
+			w.calledC() // below, C() is called even with nothing to read
+		}
 		n := min(k, len(w.queue))
 		var got []int
 		if n > 0 {
@@ -444,8 +529,7 @@ func (m *fzModel) read(a byte, k int, viaC bool) {
 		if !slices.Equal(got, w.queue[:n]) {
 			m.fatalf("%s: read %v, want %v (holding %v)", w.name, got, w.queue[:n], w.queue)
 		}
-		w.queue = w.queue[n:]
-		w.prefixLeft = max(0, w.prefixLeft-n)
+		w.consumed(n)
 		if viaC && len(w.queue) == 0 {
 			synctest.Wait()
 			select {
@@ -461,23 +545,17 @@ func (m *fzModel) read(a byte, k int, viaC bool) {
 		}
 		return
 	}
-	// Stopped: what C() had buffered may still be readable, in order, then
-	// C() is closed and All() ends.
-	if viaC && w.cClosed {
-		if v, ok := <-w.w.C(); ok {
-			m.fatalf("%s: C() yields %v after it was closed", w.name, v)
-		}
-		return
-	}
+	// Stopped: what C()'s buffer held stays readable, in order, then C() is
+	// closed; All() has ended.
 	got := m.take(w, k, viaC)
-	if len(got) > len(w.queue) || !slices.Equal(got, w.queue[:len(got)]) {
-		m.fatalf("%s (stopped): read %v, want a prefix of %v", w.name, got, w.queue)
+	want := w.queue[:min(k, len(w.queue))]
+	if !viaC {
+		want = nil
 	}
-	w.queue = w.queue[len(got):]
-	if viaC && len(got) < k {
-		w.cClosed = true
-		w.queue = nil
+	if !slices.Equal(got, want) {
+		m.fatalf("%s (stopped): read %v through %s, want %v", w.name, got, map[bool]string{true: "C()", false: "All()"}[viaC], want)
 	}
+	w.consumed(len(got))
 }
 
 // readAllThenC reads up to k values of a live watcher a through All(),
@@ -489,7 +567,7 @@ func (m *fzModel) readAllThenC(a byte, k int) {
 	}
 	w := m.ws[int(a)%len(m.ws)]
 	n := min(k, len(w.queue))
-	if w.stopped || w.noC || n == 0 {
+	if w.stopped || n == 0 {
 		m.read(a, k, false)
 		return
 	}
@@ -498,15 +576,14 @@ func (m *fzModel) readAllThenC(a byte, k int) {
 		got = append(got, v)
 		if len(got) == n {
 			w.w.C()
-			w.cCalled = true
+			w.calledC()
 			break
 		}
 	}
 	if !slices.Equal(got, w.queue[:n]) {
 		m.fatalf("%s: read %v, want %v (holding %v)", w.name, got, w.queue[:n], w.queue)
 	}
-	w.queue = w.queue[n:]
-	w.prefixLeft = max(0, w.prefixLeft-n)
+	w.consumed(n)
 }
 
 // nestedRead reads one value of a live watcher through All() and, inside
@@ -521,7 +598,6 @@ func (m *fzModel) nestedRead(a byte, k int, viaC bool) {
 		m.read(a, k, viaC)
 		return
 	}
-	viaC = viaC && !w.noC
 	n := min(k, len(w.queue)-1)
 	var got []int
 	for v := range w.w.All() {
@@ -534,14 +610,13 @@ func (m *fzModel) nestedRead(a byte, k int, viaC bool) {
 	if !slices.Equal(got, w.queue[:n+1]) {
 		m.fatalf("%s: nested read %v, want %v (holding %v)", w.name, got, w.queue[:n+1], w.queue)
 	}
-	w.queue = w.queue[n+1:]
-	w.prefixLeft = max(0, w.prefixLeft-n-1)
+	w.consumed(n + 1)
 }
 
 // take reads n values (every value until the end if n < 0).
 func (m *fzModel) take(w *fzWatcher, n int, viaC bool) []int {
 	if viaC {
-		w.cCalled = true
+		w.calledC()
 		return testutil.Collect(m.t, w.w.C(), n, guard)
 	}
 	return testutil.CollectSeq(m.t, w.w.All(), n, guard)
@@ -549,12 +624,16 @@ func (m *fzModel) take(w *fzWatcher, n int, viaC bool) []int {
 
 func (m *fzModel) check() {
 	m.t.Helper()
+	m.settle()
 	var dropped uint64
 	for _, w := range m.ws {
 		if got := w.w.Dropped(); got != w.dropped {
 			m.fatalf("%s: Dropped() = %d, want %d", w.name, got, w.dropped)
 		}
 		dropped += w.dropped
+		if got := w.w.Len(); got != len(w.queue) {
+			m.fatalf("%s: Len() = %d, want %d (holding %v, %d in flight)", w.name, got, len(w.queue), w.queue, w.fwd)
+		}
 	}
 	for _, w := range m.ws {
 		want := w.wantErr
@@ -574,12 +653,68 @@ func (m *fzModel) check() {
 	}
 }
 
+// finish shuts the broadcaster down and reads every watcher to its end.
+//
+// A watcher read through C() that holds more than its channel buffers needs
+// a reader during Shutdown. Every third such watcher (by index) is left
+// unread: if one of those holds more than its channel's capacity, Shutdown
+// returns DeadlineExceeded at its deadline, the channel keeps what it
+// holds, and the rest (the value in the forwarder's send included) is
+// dropped, counted. The others are read while Shutdown runs.
 func (m *fzModel) finish() {
 	m.step = -1
-	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	m.settle()
+	type reading struct {
+		w   *fzWatcher
+		got chan []int
+	}
+	var readers []reading
+	var unread []*fzWatcher
+	deadline := false
+	for i, w := range m.ws {
+		if w.stopped || !w.cCalled || w.chanAll {
+			continue // nothing for Shutdown to wait for
+		}
+		if i%3 == 2 {
+			unread = append(unread, w)
+			deadline = deadline || len(w.queue) > w.chanCap()
+			continue
+		}
+		r := reading{w, make(chan []int, 1)}
+		go func() {
+			var vs []int
+			for v := range r.w.w.C() {
+				vs = append(vs, v)
+			}
+			r.got <- vs
+		}()
+		readers = append(readers, r)
+	}
+	const shutdownTimeout = time.Hour
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	if err := m.b.Shutdown(ctx); err != nil {
-		m.fatalf("Shutdown: %v", err)
+	start := time.Now()
+	err := m.b.Shutdown(ctx)
+	wantErr, wantTook := error(nil), time.Duration(0)
+	if deadline {
+		wantErr, wantTook = context.DeadlineExceeded, shutdownTimeout
+	}
+	if !errors.Is(err, wantErr) || (err == nil) != (wantErr == nil) {
+		m.fatalf("Shutdown = %v, want %v", err, wantErr)
+	}
+	if took := time.Since(start); took != wantTook {
+		m.fatalf("Shutdown took %v, want %v", took, wantTook)
+	}
+	for _, w := range unread {
+		kept := min(len(w.queue), w.chanCap())
+		w.dropped += uint64(len(w.queue) - kept)
+		w.queue = w.queue[:kept]
+	}
+	for _, r := range readers {
+		if got := <-r.got; !slices.Equal(got, r.w.queue) {
+			m.fatalf("%s: read %v during Shutdown, want %v", r.w.name, got, r.w.queue)
+		}
+		r.w.consumed(len(r.w.queue))
 	}
 	checkClosedErrors(m.t, m.b)
 	if err := m.b.Shutdown(context.Background()); err != nil {
@@ -588,20 +723,23 @@ func (m *fzModel) finish() {
 	m.shut = true
 	m.check()
 	for i, w := range m.ws {
-		viaC := i%2 == 0 && !w.cClosed
+		viaC := i%2 == 0
 		got := m.take(w, -1, viaC)
 		synctest.Wait()
 		closed, rest := isClosedNow(w.w.C())
 		if !closed {
 			m.fatalf("%s: C() is not closed after Shutdown", w.name)
 		}
-		if !w.stopped {
-			if got = append(got, rest...); !slices.Equal(got, w.queue) || rest != nil {
-				m.fatalf("%s: after Shutdown read %v then %v from C(), want %v", w.name, got[:len(got)-len(rest)], rest, w.queue)
-			}
-		} else if got = append(got, rest...); len(got) > len(w.queue) || !slices.Equal(got, w.queue[:len(got)]) {
-			m.fatalf("%s (stopped): after Shutdown read %v, want a prefix of %v", w.name, got, w.queue)
+		// After Stop, All() yields nothing: what C()'s buffer kept is
+		// still in the channel.
+		wantGot, wantRest := w.queue, []int(nil)
+		if w.stopped && !viaC {
+			wantGot, wantRest = nil, w.queue
 		}
+		if !slices.Equal(got, wantGot) || !slices.Equal(rest, wantRest) {
+			m.fatalf("%s (stopped %v): after Shutdown read %v then %v from C(), want %v then %v", w.name, w.stopped, got, rest, wantGot, wantRest)
+		}
+		w.consumed(len(w.queue))
 	}
 	m.check()
 }

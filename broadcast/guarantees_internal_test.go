@@ -38,103 +38,144 @@ func drainC(w *Watcher[int]) []int {
 
 // Guarantee 3 (and 6: queued values readable after Shutdown), per policy and
 // read path, including a watcher that falls behind the shared ring.
+//
+// Read through C() (called before the values are published), a watcher also
+// holds the values in flight: the forwarder takes the first
+// min(ChannelBuffer, queue length) values (ChannelBuffer-1 in the channel,
+// one in its blocked send), which are never dropped; then the queue holds
+// its queue length under its policy. wantC is that. The test runs in a
+// synctest bubble and waits after each publish, so that the forwarder takes
+// what it can before the next value arrives.
 func TestNeverReadingWatcherHoldsQueueLength(t *testing.T) {
+	cat := func(a, b []int) []int { return append(append([]int{}, a...), b...) }
 	for _, tc := range []struct {
 		name   string
 		policy Policy
 		qlen   int
 		n      int
 		want   []int
+		wantC  []int
 	}{
-		{"Drop/small", Drop, 3, 10, []int{0, 1, 2}},
-		{"DropOldest/small", DropOldest, 3, 10, []int{7, 8, 9}},
-		{"Drop/lapped", Drop, 1500, 5000, seq(0, 1500)},
-		{"DropOldest/lapped", DropOldest, 1500, 5000, seq(3500, 5000)},
-		{"Block/exact", Block, 5, 5, seq(0, 5)},
+		{"Drop/small", Drop, 3, 10, []int{0, 1, 2}, seq(0, 6)},
+		{"DropOldest/small", DropOldest, 3, 10, []int{7, 8, 9}, []int{0, 1, 2, 7, 8, 9}},
+		{"Drop/lapped", Drop, 1500, 5000, seq(0, 1500), seq(0, 1500+ChannelBuffer)},
+		{"DropOldest/lapped", DropOldest, 1500, 5000, seq(3500, 5000), cat(seq(0, ChannelBuffer), seq(3500, 5000))},
+		{"Block/exact", Block, 5, 5, seq(0, 5), seq(0, 5)},
 	} {
 		for _, read := range []string{"All", "C", "CBefore"} {
 			t.Run(tc.name+"/"+read, func(t *testing.T) {
-				b := New[int]()
-				w, err := b.Watch(WithQueueLength(tc.qlen), WithPolicy(tc.policy))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if read == "CBefore" {
-					_ = w.C()
-				}
-				for i := range tc.n {
-					if err := b.Publish(i); err != nil {
+				synctest.Test(t, func(t *testing.T) {
+					b := New[int]()
+					w, err := b.Watch(WithQueueLength(tc.qlen), WithPolicy(tc.policy))
+					if err != nil {
 						t.Fatal(err)
 					}
-				}
-				// A C() channel buffers at most ChannelBuffer values; Shutdown
-				// waits for its reader to take the rest, so read meanwhile.
-				// (C called after Shutdown gets a channel holding everything.)
-				var got []int
-				drained := make(chan struct{})
-				if read == "CBefore" {
-					go func() { got = drainC(w); close(drained) }()
-				}
-				if err := b.Shutdown(context.Background()); err != nil {
-					t.Fatal(err)
-				}
-				switch read {
-				case "All":
-					got = drainAll(w)
-				case "C":
-					got = drainC(w)
-				default:
-					<-drained
-				}
-				if diff := cmp.Diff(tc.want, got); diff != "" {
-					t.Errorf("received (-want +got):\n%s", diff)
-				}
-				if d := w.Dropped(); int(d)+len(got) != tc.n {
-					t.Errorf("Dropped()=%d + received %d != published %d", d, len(got), tc.n)
-				}
-				if st := b.Stats(); st.Published != uint64(tc.n) || st.Dropped != w.Dropped() {
-					t.Errorf("Stats()=%+v, want Published %d Dropped %d", st, tc.n, w.Dropped())
-				}
+					want := tc.want
+					if read == "CBefore" {
+						_ = w.C()
+						want = tc.wantC
+					}
+					for i := range tc.n {
+						if err := b.Publish(i); err != nil {
+							t.Fatal(err)
+						}
+						synctest.Wait() // the forwarder, if any, takes what it can
+					}
+					if n := w.Len(); n != len(want) {
+						t.Errorf("Len() = %d before Shutdown, want %d", n, len(want))
+					}
+					// A C() channel buffers ChannelBuffer-1 values; Shutdown
+					// waits for its reader to take the rest, so read
+					// meanwhile. (C called after Shutdown gets a channel
+					// holding everything.)
+					var got []int
+					drained := make(chan struct{})
+					if read == "CBefore" {
+						go func() { got = drainC(w); close(drained) }()
+					}
+					if err := b.Shutdown(context.Background()); err != nil {
+						t.Fatal(err)
+					}
+					switch read {
+					case "All":
+						got = drainAll(w)
+					case "C":
+						got = drainC(w)
+					default:
+						<-drained
+					}
+					if diff := cmp.Diff(want, got); diff != "" {
+						t.Errorf("received (-want +got):\n%s", diff)
+					}
+					if d := w.Dropped(); int(d) != tc.n-len(want) {
+						t.Errorf("Dropped() = %d, want %d (received %d of %d)", d, tc.n-len(want), len(got), tc.n)
+					}
+					if st := b.Stats(); st.Published != uint64(tc.n) || st.Dropped != w.Dropped() {
+						t.Errorf("Stats()=%+v, want Published %d Dropped %d", st, tc.n, w.Dropped())
+					}
+				})
 			})
 		}
 	}
 }
 
 // Eager decisions: room freed by a read is used by the next publish only.
+//
+// Through C() the watcher also holds min(ChannelBuffer, 2) = 2 values in
+// flight (one in the channel, one in the forwarder's send), so it drops the
+// fifth value, not the third; reading one lets the forwarder take the next
+// queued value, which frees one place in the queue for the next publish.
+// The C case runs in a synctest bubble so that the forwarder takes what it
+// can after each publish, and reads the channel while Shutdown waits for
+// it (more is queued than the channel holds).
 func TestDropDecidesAtPublishTime(t *testing.T) {
-	for _, read := range []string{"All", "C"} {
-		t.Run(read, func(t *testing.T) {
+	t.Run("All", func(t *testing.T) {
+		b := New[int]()
+		w, _ := b.Watch(WithQueueLength(2))
+		b.Publish(1)
+		b.Publish(2)
+		b.Publish(3) // dropped: full
+		var first int
+		for v := range w.All() {
+			first = v
+			break
+		}
+		b.Publish(4)
+		b.Shutdown(context.Background())
+		rest := drainAll(w)
+		if diff := cmp.Diff([]int{1, 2, 4}, append([]int{first}, rest...)); diff != "" {
+			t.Errorf("(-want +got):\n%s", diff)
+		}
+		if d := w.Dropped(); d != 1 {
+			t.Errorf("Dropped() = %d, want 1", d)
+		}
+	})
+	t.Run("C", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
 			b := New[int]()
 			w, _ := b.Watch(WithQueueLength(2))
-			var first int
-			if read == "C" {
-				ch := w.C()
-				b.Publish(1)
-				b.Publish(2)
-				b.Publish(3) // dropped: full
-				first = <-ch
-			} else {
-				b.Publish(1)
-				b.Publish(2)
-				b.Publish(3)
-				for v := range w.All() {
-					first = v
-					break
-				}
+			ch := w.C()
+			for i := 1; i <= 5; i++ { // 1, 2 in flight; 3, 4 queued; 5 dropped: full
+				b.Publish(i)
+				synctest.Wait()
 			}
-			b.Publish(4)
-			b.Shutdown(context.Background())
-			var rest []int
-			if read == "C" {
-				rest = drainC(w)
-			} else {
-				rest = drainAll(w)
+			first := <-ch
+			synctest.Wait() // the forwarder sends 2 and takes 3: room for one
+			b.Publish(6)
+			b.Publish(7) // dropped: full again
+			rest := make(chan []int)
+			go func() { rest <- drainC(w) }()
+			if err := b.Shutdown(context.Background()); err != nil {
+				t.Fatal(err)
 			}
-			if diff := cmp.Diff([]int{1, 2, 4}, append([]int{first}, rest...)); diff != "" {
+			if diff := cmp.Diff([]int{1, 2, 3, 4, 6}, append([]int{first}, <-rest...)); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
+			if d := w.Dropped(); d != 2 {
+				t.Errorf("Dropped() = %d, want 2", d)
+			}
 		})
-	}
+	})
 }
 
 // Guarantees 1 and 2 with concurrent publishers and watchers joining.
@@ -197,6 +238,19 @@ func TestBarrierAndTotalOrder(t *testing.T) {
 	pos := map[int]int{}
 	for _, v := range ws[0].got {
 		pos[v] = len(pos)
+	}
+	for _, o := range ws {
+		zeros := 0
+		for _, v := range o.got {
+			if v == 0 {
+				zeros++
+			}
+		}
+		if zeros > 1 || (zeros == 1 && o.before[0] > 0) {
+			// 0, publisher 0's first value, is also what a ring slot
+			// never written holds (TestRegressionWatchDuringIdlePublishes).
+			t.Fatalf("a watcher received 0 %d times (publisher 0 at %d when it called Watch)", zeros, o.before[0])
+		}
 	}
 	for k, o := range ws {
 		var prev [pubs]int
@@ -263,24 +317,51 @@ func TestStopFromInsideLoop(t *testing.T) {
 }
 
 // BlockFor and PublishContext deadlines, in virtual time.
+//
+// A watcher of queue length 1 read through C() holds one more value in
+// flight (its channel is unbuffered: the forwarder holds the value in its
+// send), so it is full one value later: k is that extra value, and every
+// publish is followed by synctest.Wait so that the forwarder takes it.
 func TestBlockForAndContextDeadline(t *testing.T) {
 	for _, read := range []string{"All", "C"} {
 		t.Run(read, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
+				k := 0
+				if read == "C" {
+					k = 1
+				}
+				drain := func(w *Watcher[int]) <-chan []int {
+					got := make(chan []int, 1)
+					go func() {
+						if read == "C" {
+							got <- drainC(w)
+						} else {
+							got <- drainAll(w)
+						}
+					}()
+					return got
+				}
 				b := New[int]()
+				pub := func(v int, wait time.Duration) {
+					t.Helper()
+					start := time.Now()
+					if err := b.Publish(v); err != nil {
+						t.Fatal(err)
+					}
+					if d := time.Since(start); d != wait {
+						t.Errorf("Publish(%d) waited %v, want %v", v, d, wait)
+					}
+					synctest.Wait()
+				}
 				w, _ := b.Watch(WithPolicy(BlockFor(time.Second)), WithQueueLength(1))
 				if read == "C" {
 					_ = w.C()
 				}
 				fast, _ := b.Watch()
-				b.Publish(1)
-				start := time.Now()
-				if err := b.Publish(2); err != nil {
-					t.Fatal(err)
+				for v := 1; v <= 1+k; v++ {
+					pub(v, 0) // w has room
 				}
-				if d := time.Since(start); d != time.Second {
-					t.Errorf("BlockFor waited %v, want 1s", d)
-				}
+				pub(2+k, time.Second) // w full: BlockFor waits 1s, then drops
 				if w.Dropped() != 1 {
 					t.Errorf("Dropped()=%d, want 1", w.Dropped())
 				}
@@ -288,20 +369,36 @@ func TestBlockForAndContextDeadline(t *testing.T) {
 				if read == "C" {
 					_ = blk.C()
 				}
-				b.Publish(3) // w full again: waits 1s, dropped for w
+				for v := 3 + k; v <= 3+2*k; v++ {
+					pub(v, time.Second) // w full again: waits 1s, dropped for w; blk has room
+				}
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				defer cancel()
-				start = time.Now()
-				err := b.PublishContext(ctx, 4) // blk full: waits for ctx
+				start := time.Now()
+				err := b.PublishContext(ctx, 4+2*k) // blk full: waits for ctx
 				if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) != 5*time.Second {
 					t.Errorf("PublishContext = %v after %v, want DeadlineExceeded after 5s", err, time.Since(start))
 				}
 				if blk.Dropped() != 1 {
 					t.Errorf("blk.Dropped()=%d, want 1", blk.Dropped())
 				}
-				b.Shutdown(context.Background())
-				if diff := cmp.Diff([]int{1, 2, 3, 4}, drainAll(fast)); diff != "" {
+				if d := w.Dropped(); d != uint64(3+k) {
+					t.Errorf("w.Dropped()=%d, want %d", d, 3+k)
+				}
+				// Shutdown waits for C() readers to take what does not fit
+				// in their channels: read w and blk meanwhile.
+				gotW, gotBlk := drain(w), drain(blk)
+				if err := b.Shutdown(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(seq(1, 4+2*k+1), drainAll(fast)); diff != "" {
 					t.Errorf("fast watcher (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff(seq(1, 2+k), <-gotW); diff != "" {
+					t.Errorf("BlockFor watcher (-want +got):\n%s", diff)
+				}
+				if diff := cmp.Diff(seq(3+k, 4+2*k), <-gotBlk); diff != "" {
+					t.Errorf("Block watcher (-want +got):\n%s", diff)
 				}
 			})
 		})

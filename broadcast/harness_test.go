@@ -16,8 +16,24 @@ import (
 // and how the watcher starts (plain, with a prefix, or replaying history).
 type harnessCase struct {
 	policy broadcast.Policy
-	read   readPath
+	read   harnessRead
 	start  string // "Watch", "WatchWithPrefix" or "WatchFrom"
+}
+
+// harnessRead is a read path: All (C() never called), C (called as soon as
+// the watcher is registered: its forwarder holds values in flight beyond
+// the queue length), or C called only to read (after the values are
+// queued, as with All before that).
+type harnessRead struct {
+	name  string
+	early bool // C() called before anything is published to the watcher
+	rp    readPath
+}
+
+var harnessReads = []harnessRead{
+	{"All", false, readPaths[1]},
+	{"C", true, readPaths[0]},
+	{"C-late", false, readPaths[0]},
 }
 
 const (
@@ -26,9 +42,10 @@ const (
 )
 
 // want is what a watcher that never reads holds once harnessPub values were
-// published (Block: as many as were accepted), how many it dropped, and
-// why, per the package doc's guarantees.
-func (hc harnessCase) want() (held []int, dropped uint64, published int, reason string) {
+// published (Block: as many as were accepted), how many it dropped, how
+// many were published to it (through the one that evicted it, for Evict),
+// and why, per the package doc's guarantees.
+func (hc harnessCase) want() (held []int, dropped uint64, published, publishedTo int, reason string) {
 	var head []int
 	switch hc.start {
 	case "WatchWithPrefix":
@@ -36,19 +53,32 @@ func (hc harnessCase) want() (held []int, dropped uint64, published int, reason 
 	case "WatchFrom":
 		head = []int{-2, -1} // the kept values published before it, replayed
 	}
+	// room is how many live values it takes before it is full: its queue
+	// length, plus, through C() called early, the live values among the
+	// min(ChannelBuffer, queue length) its forwarder holds in flight (the
+	// first values: the prefix or replay, then the first live ones), which
+	// are exempt from the queue length and never dropped or evicted.
+	room, inFlight := harnessQueue, 0
+	why := ""
+	if hc.read.early {
+		inFlight = max(0, min(broadcast.ChannelBuffer, harnessQueue)-len(head))
+		room += inFlight
+		why = fmt.Sprintf(" (through C(): %d live values in flight beyond the queue length, held by its forwarder, never dropped)", inFlight)
+	}
+	first := testutil.Seq(1, room+1)
 	switch hc.policy.String() {
 	case "Drop", "BlockFor(1s)":
-		held = append(head, 1, 2, 3)
-		return held, harnessPub - harnessQueue, harnessPub, "guarantee 3: a full Drop (or expired BlockFor) watcher keeps the first values; 5/9: the prefix or replay is never dropped and does not count"
+		held = append(head, first...)
+		return held, uint64(harnessPub - room), harnessPub, harnessPub, "guarantee 3: a full Drop (or expired BlockFor) watcher keeps the first values; 5/9: the prefix or replay is never dropped and does not count" + why
 	case "DropOldest":
-		held = append(head, harnessPub-2, harnessPub-1, harnessPub)
-		return held, harnessPub - harnessQueue, harnessPub, "guarantee 3: DropOldest keeps the last values, never a prefix or replayed one"
+		held = append(append(head, testutil.Seq(1, inFlight+1)...), testutil.Seq(harnessPub-harnessQueue+1, harnessPub+1)...)
+		return held, uint64(harnessPub - room), harnessPub, harnessPub, "guarantee 3: DropOldest keeps the last values, never a prefix or replayed one" + why
 	case "Block":
-		held = append(head, 1, 2, 3)
-		return held, 0, harnessQueue, "guarantee 4: nothing is lost; a TryPublish finds it full and refuses"
+		held = append(head, first...)
+		return held, 0, room, room, "guarantee 4: nothing is lost; a TryPublish finds it full and refuses" + why
 	case "Evict":
-		held = append(head, 1, 2, 3)
-		return held, 1, harnessPub, "guarantee 10: the value that finds it full is dropped and ends it; it keeps what it holds"
+		held = append(head, first...)
+		return held, 1, harnessPub, room + 1, "guarantee 10: the value that finds it full is dropped and ends it; it keeps what it holds" + why
 	}
 	panic("no case for " + hc.policy.String())
 }
@@ -56,17 +86,20 @@ func (hc harnessCase) want() (held []int, dropped uint64, published int, reason 
 // TestContractHarness runs the guarantees that hold for every watcher over
 // {policy, read path, start}: the registration barrier (1), a watcher that
 // never reads holds exactly its queue length under its policy with every
-// loss counted (3, 4, 10), the prefix or replay first and never dropped
+// loss counted (3, 4, 10; through C(), plus the values in flight that
+// Watcher.C documents), the prefix or replay first and never dropped
 // (5, 9), Stop releases a Publish waiting for it (4), sequence numbers and
 // Err() (8, 11), and Shutdown leaves what it holds readable (6). Each case
-// says which guarantee it checks.
+// says which guarantee it checks. Every publish is followed by
+// synctest.Wait, so that C()'s forwarder takes what it can: what a watcher
+// holds is then exact.
 func TestContractHarness(t *testing.T) {
 	policies := []broadcast.Policy{broadcast.Drop, broadcast.DropOldest, broadcast.Block, broadcast.BlockFor(time.Second), broadcast.Evict}
 	for _, p := range policies {
-		for _, rp := range readPaths {
+		for _, rd := range harnessReads {
 			for _, start := range []string{"Watch", "WatchWithPrefix", "WatchFrom"} {
-				hc := harnessCase{p, rp, start}
-				t.Run(fmt.Sprintf("%v/%s/%s", p, rp.name, start), func(t *testing.T) {
+				hc := harnessCase{p, rd, start}
+				t.Run(fmt.Sprintf("%v/%s/%s", p, rd.name, start), func(t *testing.T) {
 					synctest.Test(t, hc.run)
 				})
 			}
@@ -75,7 +108,7 @@ func TestContractHarness(t *testing.T) {
 }
 
 func (hc harnessCase) run(t *testing.T) {
-	held, dropped, published, reason := hc.want()
+	held, dropped, published, publishedTo, reason := hc.want()
 	b := newB(t, broadcast.WithHistory(2))
 	publish(t, b, -3, -2, -1) // before Watch: only WatchFrom may see them (replaying the 2 kept)
 	opts := with(hc.policy, harnessQueue)
@@ -92,7 +125,11 @@ func (hc harnessCase) run(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%s: %v", hc.start, err)
 	}
+	if hc.read.early {
+		w.C()
+	}
 	first := b.Stats().Published
+	start := time.Now()
 	for v := 1; v <= harnessPub; v++ {
 		if v > published {
 			// Block: full. TryPublish refuses; a Publish waits until Stop.
@@ -102,6 +139,15 @@ func (hc harnessCase) run(t *testing.T) {
 			continue
 		}
 		publish(t, b, v)
+		synctest.Wait() // C()'s forwarder, if any, takes what it can
+	}
+	// Only BlockFor waits: 1s for each value it drops.
+	var waited time.Duration
+	if hc.policy == broadcast.BlockFor(time.Second) {
+		waited = time.Duration(dropped) * time.Second
+	}
+	if d := time.Since(start); d != waited {
+		t.Errorf("publishing took %v, want %v (%s)", d, waited, reason)
 	}
 	checkDropped(t, "w", w, dropped)
 	if got := w.Len(); got != len(held) {
@@ -117,7 +163,7 @@ func (hc harnessCase) run(t *testing.T) {
 			t.Fatalf("Publish returned with the Block watcher full (%s)", reason)
 		}
 		// Read what it holds first: Stop discards what is not in C()'s buffer.
-		got := hc.read.take(t, w, len(held))
+		got := hc.read.rp.take(t, w, len(held))
 		if d := diff(held, got); d != "" {
 			t.Errorf("read (-want +got), %s:\n%s", reason, d)
 		}
@@ -128,24 +174,30 @@ func (hc harnessCase) run(t *testing.T) {
 		w.Stop()
 		return
 	}
-	shutdown(t, b)
 	var got []int
 	var seqs []uint64
-	if hc.read.name == "All" {
+	switch {
+	case hc.read.early:
+		// More is queued than C()'s channel holds: Shutdown waits for a
+		// reader, so read it meanwhile (guarantee 6: delivered, then C()
+		// closed).
+		got = shutdownReading(t, b, w, hc.read.rp)
+	case hc.read.name == "All":
+		shutdown(t, b)
 		for s, v := range w.Seq() {
 			got, seqs = append(got, v), append(seqs, s)
 		}
-	} else {
+	default:
+		shutdown(t, b) // C() called after Shutdown holds everything
 		got = testutil.Drain(t, w.C(), guard)
 	}
 	if d := diff(held, got); d != "" {
 		t.Errorf("read (-want +got), %s:\n%s", reason, d)
 	}
-	publishedTo := b.Stats().Published - first
-	if hc.policy == broadcast.Evict {
-		publishedTo = harnessQueue + 1 // nothing reaches it after the value that evicted it
+	if hc.policy != broadcast.Evict {
+		publishedTo = int(b.Stats().Published - first)
 	}
-	if live := uint64(len(got) - 2*btoi(hc.start != "Watch")); live+w.Dropped() != publishedTo {
+	if live := uint64(len(got) - 2*btoi(hc.start != "Watch")); live+w.Dropped() != uint64(publishedTo) {
 		t.Errorf("received %d live values + Dropped() %d != %d published to it (guarantee 3)", live, w.Dropped(), publishedTo)
 	}
 	for i, s := range seqs {

@@ -31,8 +31,9 @@ func BenchmarkPublishHistory(b *testing.B) {
 	}
 }
 
-// BenchmarkWatchFrom: registering with a replay of 1000 kept values
-// (copied into the watcher's queue), against a plain Watch; both Stop.
+// BenchmarkWatchFrom: registering with a replay of 1000 kept values (the
+// watcher's cursor starts at the first of them in the ring: nothing is
+// copied), against a plain Watch; both Stop.
 func BenchmarkWatchFrom(b *testing.B) {
 	for _, replay := range []bool{false, true} {
 		b.Run(fmt.Sprintf("replay=%v", replay), func(b *testing.B) {

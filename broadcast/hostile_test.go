@@ -131,6 +131,16 @@ func hAsync(f func() error) <-chan error {
 	return ch
 }
 
+// hReturned reports whether ch has a result now, without waiting.
+func hReturned(ch <-chan error) (error, bool) {
+	select {
+	case err := <-ch:
+		return err, true
+	default:
+		return nil, false
+	}
+}
+
 // hBlock is the policy and queue length of a Block watcher of queue length n.
 func hBlock(n int) []broadcast.Option {
 	return []broadcast.Option{broadcast.WithPolicy(broadcast.Block), broadcast.WithQueueLength(n)}
@@ -326,7 +336,8 @@ func hostileContextCases() []hostileCase {
 				b := hNew(t)
 				w := hWatch(t, b, hBlock(1)...)
 				hPub(t, b, 1)
-				r.Errs = append(r.Errs, hostileErr(b.Shutdown(canceled())), hostileErr(b.Publish(2)))
+				err := b.Shutdown(canceled())
+				r.Errs = append(r.Errs, hostileErr(err), hostileErr(b.Publish(2)))
 				r.Values = hAll(t, w)
 				r.Stats = b.Stats()
 			},
@@ -335,7 +346,9 @@ func hostileContextCases() []hostileCase {
 		{
 			// Nobody reads a C() watcher whose queue does not fit in its
 			// channel: Shutdown returns at its deadline, the channel keeps
-			// what it holds, and the rest is dropped, counted.
+			// what it holds (its capacity, ChannelBuffer-1), and the rest,
+			// the value in the forwarder's send included, is dropped,
+			// counted.
 			name: "Shutdown with a deadline, C() watcher holding more than ChannelBuffer, nobody reading",
 			run: func(t *testing.T, r *hostileResult) {
 				b := hNew(t)
@@ -352,8 +365,8 @@ func hostileContextCases() []hostileCase {
 				r.Stats = b.Stats()
 			},
 			want: hostileResult{Errs: []string{"DeadlineExceeded"}, Elapsed: 3 * time.Second,
-				Values: testutil.Seq(0, broadcast.ChannelBuffer), Dropped: []uint64{200 - broadcast.ChannelBuffer},
-				Stats: broadcast.Stats{Published: 200, Dropped: 200 - broadcast.ChannelBuffer}},
+				Values: testutil.Seq(0, broadcast.ChannelBuffer-1), Dropped: []uint64{200 - (broadcast.ChannelBuffer - 1)},
+				Stats: broadcast.Stats{Published: 200, Dropped: 200 - (broadcast.ChannelBuffer - 1)}},
 		},
 		hostileShutdownExpired("All"),
 		hostileShutdownExpired("C"),
@@ -393,7 +406,16 @@ func hostileContextCases() []hostileCase {
 // while a Publish waits for a full Block watcher read through path: it
 // returns at once; the Publish gives up with ErrClosed, its value goes to
 // the watcher with room and is counted as dropped for the full one.
+//
+// Through C() the full watcher holds one more value, in flight in its
+// forwarder's send (its channel is unbuffered at queue length 1): 1 in
+// flight and 2 queued, and the Publish of 3 waits. At the deadline the
+// channel keeps what it holds, nothing, and 1 and 2 are dropped too.
 func hostileShutdownExpired(path string) hostileCase {
+	held := map[string][]int{"All": {1}, "C": {1, 2}}[path]
+	kept := map[string][]int{"All": {1}, "C": nil}[path] // readable after Shutdown
+	last := len(held) + 1                                // the value whose Publish waits
+	dropped := uint64(last - len(kept))
 	return hostileCase{
 		name: "Shutdown(ctx past its deadline) while a Publish waits, " + path,
 		run: func(t *testing.T, r *hostileResult) {
@@ -403,8 +425,11 @@ func hostileShutdownExpired(path string) hostileCase {
 			if path == "C" {
 				full.C()
 			}
-			hPub(t, b, 1)
-			pub := hAsync(func() error { return b.Publish(2) })
+			for _, v := range held {
+				hPub(t, b, v)
+				synctest.Wait() // the forwarder, if any, takes what it can
+			}
+			pub := hAsync(func() error { return b.Publish(last) })
 			synctest.Wait()
 			ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
 			defer cancel()
@@ -418,12 +443,12 @@ func hostileShutdownExpired(path string) hostileCase {
 		},
 		want: hostileResult{
 			Errs:    []string{"DeadlineExceeded", "ErrClosed"},
-			Values:  []int{1},
-			Other:   []int{1, 2},
-			Dropped: []uint64{1, 0},
+			Values:  kept,
+			Other:   testutil.Seq(1, last+1),
+			Dropped: []uint64{dropped, 0},
 			// Published counts the value although its Publish returned
 			// ErrClosed: it was committed, and reached roomy.
-			Stats: broadcast.Stats{Published: 2, Dropped: 1},
+			Stats: broadcast.Stats{Published: uint64(last), Dropped: dropped},
 		},
 	}
 }
@@ -578,20 +603,32 @@ func hostileClosedCases() []hostileCase {
 			want: hostileResult{Dropped: []uint64{1}, Stats: broadcast.Stats{Published: 3, Dropped: 1}},
 		},
 		{
-			// ... but C()'s buffer stays readable.
+			// ... but C()'s buffer stays readable. Through C() the watcher
+			// holds 1 in its channel (capacity min(ChannelBuffer, 2)-1),
+			// 2 in its forwarder's send, 3 and 4 in its queue, and drops
+			// 5. Nobody reads, so Shutdown waits until its deadline: the
+			// channel keeps 1, and 2, 3 and 4 are dropped, counted.
 			name: "Stop after Shutdown, C() called before: the buffer stays readable",
 			run: func(t *testing.T, r *hostileResult) {
 				b := hNew(t)
 				w := hWatch(t, b, broadcast.WithQueueLength(2))
 				w.C()
-				hPub(t, b, 1, 2, 3)
-				hShutdown(t, b)
+				for v := 1; v <= 5; v++ {
+					hPub(t, b, v)
+					synctest.Wait() // the forwarder takes what it can
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				defer cancel()
+				start := time.Now()
+				r.Errs = append(r.Errs, hostileErr(b.Shutdown(ctx)))
+				r.Elapsed = time.Since(start)
 				w.Stop()
 				r.Values = hC(t, w)
 				r.Dropped = []uint64{w.Dropped()}
 				r.Stats = b.Stats()
 			},
-			want: hostileResult{Values: []int{1, 2}, Dropped: []uint64{1}, Stats: broadcast.Stats{Published: 3, Dropped: 1}},
+			want: hostileResult{Errs: []string{"DeadlineExceeded"}, Elapsed: time.Second, Values: []int{1},
+				Dropped: []uint64{4}, Stats: broadcast.Stats{Published: 5, Dropped: 4}},
 		},
 	}
 }
@@ -621,23 +658,37 @@ func hostileStopCases() []hostileCase {
 				// Two goroutines stop a full Block watcher while a Publish
 				// waits for it: both return, the Publish goes on with nil,
 				// the value is not counted as dropped for the stopped watcher.
+				// Through C(), with queue length 2, the watcher is full
+				// with 1 in its channel, 2 in its forwarder's send, 3 and 4
+				// queued, and the Publish of 5 waits; after Stop the
+				// channel keeps 1.
 				name: "Stop from two goroutines while a Publish waits for it, " + path,
 				run: func(t *testing.T, r *hostileResult) {
 					b := hNew(t)
-					w := hWatch(t, b, hBlock(1)...)
-					other := hWatch(t, b, broadcast.WithQueueLength(5))
+					qlen, held := 1, 1
+					if path == "C" {
+						qlen, held = 2, 4
+					}
+					w := hWatch(t, b, hBlock(qlen)...)
+					other := hWatch(t, b, broadcast.WithQueueLength(10))
 					if path == "C" {
 						w.C()
 					}
-					hPub(t, b, 1)
-					pub := hAsync(func() error { return b.Publish(2) })
+					for v := 1; v <= held; v++ {
+						hPub(t, b, v)
+						synctest.Wait() // the forwarder, if any, takes what it can
+					}
+					pub := hAsync(func() error { return b.Publish(held + 1) })
 					synctest.Wait()
+					if _, ok := hReturned(pub); ok {
+						t.Fatalf("Publish(%d) did not wait for the full Block watcher", held+1)
+					}
 					var wg sync.WaitGroup
 					wg.Go(w.Stop)
 					wg.Go(w.Stop)
 					wg.Wait()
 					r.Errs = append(r.Errs, hostileErr(<-pub))
-					hPub(t, b, 3)
+					hPub(t, b, held+2)
 					hShutdown(t, b)
 					if path == "C" {
 						r.Values = hC(t, w) // the buffer stays readable
@@ -649,16 +700,24 @@ func hostileStopCases() []hostileCase {
 					r.Stats = b.Stats()
 				},
 				want: hostileResult{Errs: []string{"nil"}, Values: map[string][]int{"All": nil, "C": {1}}[path],
-					Other: []int{1, 2, 3}, Dropped: []uint64{0}, Stats: broadcast.Stats{Published: 3}},
+					Other:   map[string][]int{"All": testutil.Seq(1, 4), "C": testutil.Seq(1, 7)}[path],
+					Dropped: []uint64{0}, Stats: broadcast.Stats{Published: map[string]uint64{"All": 3, "C": 6}[path]}},
 			},
 			hostileCase{
 				// Stop from another goroutine while the reader is inside
 				// its loop body and a Publish waits: the Publish goes on;
 				// the loop ends when its body returns, yielding nothing more.
+				// Through C(), with queue length 2, the reader holds 1, the
+				// channel 2, the forwarder 3, the queue 4 and 5, and the
+				// Publish of 6 waits.
 				name: "Stop from another goroutine mid-delivery, " + path,
 				run: func(t *testing.T, r *hostileResult) {
 					b := hNew(t)
-					w := hWatch(t, b, hBlock(1)...)
+					qlen, fill := 1, []int{2} // fill: what the watcher holds besides 1
+					if path == "C" {
+						qlen, fill = 2, []int{2, 3, 4, 5}
+					}
+					w := hWatch(t, b, hBlock(qlen)...)
 					if path == "C" {
 						w.C()
 					}
@@ -678,9 +737,16 @@ func hostileStopCases() []hostileCase {
 						read <- got
 					}()
 					<-inBody
-					hPub(t, b, 2) // the queue has room for one
-					pub := hAsync(func() error { return b.Publish(3) })
+					for _, v := range fill { // the watcher has room for these
+						hPub(t, b, v)
+						synctest.Wait() // the forwarder, if any, takes what it can
+					}
+					last := len(fill) + 2
+					pub := hAsync(func() error { return b.Publish(last) })
 					synctest.Wait()
+					if _, ok := hReturned(pub); ok {
+						t.Fatalf("Publish(%d) did not wait for the full Block watcher", last)
+					}
 					w.Stop()
 					r.Errs = append(r.Errs, hostileErr(<-pub))
 					close(release)
@@ -691,7 +757,7 @@ func hostileStopCases() []hostileCase {
 				// C(): 2 was already in the channel's buffer, which stays
 				// readable after Stop; All() ends at once.
 				want: hostileResult{Errs: []string{"nil"}, Values: map[string][]int{"All": {1}, "C": {1, 2}}[path],
-					Dropped: []uint64{0}, Stats: broadcast.Stats{Published: 3}},
+					Dropped: []uint64{0}, Stats: broadcast.Stats{Published: map[string]uint64{"All": 3, "C": 6}[path]}},
 			},
 		)
 	}
@@ -778,6 +844,15 @@ func hostileReadCases() []hostileCase {
 // reads a watcher, inside its All() loop or its range over C().
 func hostileReentrantCases(path string) []hostileCase {
 	in := " from inside the " + path + " loop"
+	// room is how many values a Block watcher of queue length 1 takes
+	// while its reader is inside the loop body with the first: 1 in its
+	// queue; through C(), one more in flight in its forwarder's send (the
+	// channel is unbuffered). Those values are still to be read when the
+	// loop body returns, and a Shutdown from inside the loop would wait for
+	// its own goroutine to read them (C()) so the cases below shut down at
+	// the last value; each publish is followed by synctest.Wait so that
+	// the forwarder takes what it can.
+	room := map[string]int{"All": 1, "C": 2}[path]
 	return []hostileCase{
 		{
 			name: "Publish and Shutdown" + in,
@@ -808,20 +883,27 @@ func hostileReentrantCases(path string) []hostileCase {
 				hPub(t, b, 1)
 				hLoop(path, w, func(v int) bool {
 					r.Values = append(r.Values, v)
-					if v == 1 {
-						for x := 2; x <= 3; x++ { // 2 fits in the room 1 left, 3 does not
+					switch v {
+					case 1:
+						for x := 2; x <= room+2; x++ { // 2 .. room+1 fit in the room left, room+2 does not
 							ok, err := b.TryPublish(x)
 							r.Ok = append(r.Ok, ok)
 							r.Errs = append(r.Errs, hostileErr(err))
+							synctest.Wait()
 						}
-					} else {
+					case room + 1:
 						r.Errs = append(r.Errs, hostileErr(b.Shutdown(context.Background())))
 					}
 					return true
 				})
 				r.Stats = b.Stats()
 			},
-			want: hostileResult{Values: []int{1, 2}, Ok: []bool{true, false}, Errs: []string{"nil", "nil", "nil"}, Stats: broadcast.Stats{Published: 2}},
+			want: hostileResult{
+				Values: testutil.Seq(1, room+2),
+				Ok:     append(slices.Repeat([]bool{true}, room), false),
+				Errs:   slices.Repeat([]string{"nil"}, room+2),
+				Stats:  broadcast.Stats{Published: uint64(room + 1)},
+			},
 		},
 		{
 			// The same with a wait: PublishContext returns at its deadline,
@@ -836,16 +918,18 @@ func hostileReentrantCases(path string) []hostileCase {
 				hPub(t, b, 1)
 				hLoop(path, w, func(v int) bool {
 					r.Values = append(r.Values, v)
-					if v != 1 {
+					switch v {
+					case 1:
+						for x := 2; x <= room+2; x++ {
+							ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+							start := time.Now()
+							r.Errs = append(r.Errs, hostileErr(b.PublishContext(ctx, x)))
+							r.Elapsed += time.Since(start)
+							cancel()
+							synctest.Wait()
+						}
+					case room + 1:
 						r.Errs = append(r.Errs, hostileErr(b.Shutdown(context.Background())))
-						return true
-					}
-					for x := 2; x <= 3; x++ {
-						ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-						start := time.Now()
-						r.Errs = append(r.Errs, hostileErr(b.PublishContext(ctx, x)))
-						r.Elapsed += time.Since(start)
-						cancel()
 					}
 					return true
 				})
@@ -853,8 +937,13 @@ func hostileReentrantCases(path string) []hostileCase {
 				r.Dropped = []uint64{w.Dropped(), other.Dropped()}
 				r.Stats = b.Stats()
 			},
-			want: hostileResult{Values: []int{1, 2}, Other: []int{1, 2, 3}, Errs: []string{"nil", "DeadlineExceeded", "nil"},
-				Elapsed: time.Second, Dropped: []uint64{1, 0}, Stats: broadcast.Stats{Published: 3, Dropped: 1}},
+			want: hostileResult{
+				Values:  testutil.Seq(1, room+2),
+				Other:   testutil.Seq(1, room+3),
+				Errs:    append(append(slices.Repeat([]string{"nil"}, room), "DeadlineExceeded"), "nil"),
+				Elapsed: time.Second, Dropped: []uint64{1, 0},
+				Stats: broadcast.Stats{Published: uint64(room + 2), Dropped: 1},
+			},
 		},
 		{
 			name: "Watch, Stats and Stop" + in,
@@ -869,6 +958,9 @@ func hostileReentrantCases(path string) []hostileCase {
 					case 1:
 						late = hWatch(t, b)
 						hPub(t, b, 4)
+						// C()'s forwarder moves 4 into the channel
+						// asynchronously: let it, before Stop.
+						synctest.Wait()
 						st := b.Stats()
 						r.Strings = append(r.Strings, fmt.Sprintf("%+v", st))
 					case 2:
@@ -895,22 +987,26 @@ func hostileReentrantCases(path string) []hostileCase {
 			// Shutdown from the reader of a full Block watcher while a
 			// Publish waits for it cannot complete the delivery: it returns
 			// at its deadline, the Publish gives up, and the reader then
-			// reads what was queued before its loop ends.
+			// reads what was queued before its loop ends. Through C(),
+			// what was queued (2 in the forwarder's send, 3 in the queue)
+			// needed a reader during Shutdown, which was this goroutine:
+			// at the deadline the channel keeps what it holds, nothing
+			// (unbuffered), and the rest is dropped, counted.
 			name: "Shutdown with a deadline" + in + " while a Publish waits for that watcher",
 			run: func(t *testing.T, r *hostileResult) {
 				b := hNew(t)
 				w := hWatch(t, b, hBlock(1)...)
 				hPub(t, b, 1)
-				var pub2, pub3 <-chan error
+				var pubs []<-chan error
 				hLoop(path, w, func(v int) bool {
 					r.Values = append(r.Values, v)
 					if v != 1 {
 						return true
 					}
-					pub2 = hAsync(func() error { return b.Publish(2) }) // fits
-					synctest.Wait()
-					pub3 = hAsync(func() error { return b.Publish(3) }) // waits for room
-					synctest.Wait()
+					for x := 2; x <= room+2; x++ { // 2 .. room+1 fit, room+2 waits for room
+						pubs = append(pubs, hAsync(func() error { return b.Publish(x) }))
+						synctest.Wait()
+					}
 					ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 					defer cancel()
 					start := time.Now()
@@ -918,12 +1014,19 @@ func hostileReentrantCases(path string) []hostileCase {
 					r.Elapsed = time.Since(start)
 					return true
 				})
-				r.Errs = append(r.Errs, hostileErr(<-pub2), hostileErr(<-pub3))
+				for _, p := range pubs {
+					r.Errs = append(r.Errs, hostileErr(<-p))
+				}
 				r.Dropped = []uint64{w.Dropped()}
 				r.Stats = b.Stats()
 			},
-			want: hostileResult{Values: []int{1, 2}, Errs: []string{"DeadlineExceeded", "nil", "ErrClosed"}, Elapsed: 2 * time.Second,
-				Dropped: []uint64{1}, Stats: broadcast.Stats{Published: 3, Dropped: 1}},
+			want: hostileResult{
+				Values:  map[string][]int{"All": {1, 2}, "C": {1}}[path],
+				Errs:    append(append([]string{"DeadlineExceeded"}, slices.Repeat([]string{"nil"}, room)...), "ErrClosed"),
+				Elapsed: 2 * time.Second,
+				Dropped: []uint64{map[string]uint64{"All": 1, "C": 3}[path]},
+				Stats:   broadcast.Stats{Published: uint64(room + 2), Dropped: map[string]uint64{"All": 1, "C": 3}[path]},
+			},
 		},
 	}
 }

@@ -2,7 +2,7 @@ package broadcast
 
 import (
 	"context"
-	"errors"
+	"math"
 	"runtime"
 	"time"
 )
@@ -22,9 +22,10 @@ func (b *Broadcaster[T]) Publish(v T) error {
 // watchers end when ctx does. A ctx already done is reported first, also
 // on a shut-down broadcaster. If ctx is already done, or ends while this
 // call waits for another Publish to finish (values are committed one at a
-// time, in order), nothing is published and ctx.Err() is returned. If ctx ends while v waits, v still goes to every
-// watcher with room, is dropped (counted in Dropped) for each Block watcher
-// that had none, as [BlockFor] would, and ctx.Err() is returned.
+// time, in order), nothing is published and ctx.Err() is returned. If ctx
+// ends while v waits, v still goes to every watcher with room, is dropped
+// (counted in Dropped) for each Block watcher that had none, as [BlockFor]
+// would, and ctx.Err() is returned.
 func (b *Broadcaster[T]) PublishContext(ctx context.Context, v T) error {
 	if ctx == nil {
 		return errNilContext
@@ -44,79 +45,79 @@ func (b *Broadcaster[T]) TryPublish(v T) (bool, error) {
 	return b.publish(context.Background(), v, true)
 }
 
-// slowBit is tailw's bit: watchers exist or Shutdown began.
-const slowBit = 1
-
-// seq returns the next sequence number: the count of values published.
-func (b *Broadcaster[T]) seq() uint64 { return b.tailw.Load() >> 1 }
-
-// publishIdle publishes when nobody watches: it only counts. It reports
-// false if the broadcaster has watchers or is shut down.
-func (b *Broadcaster[T]) publishIdle() bool {
-	for {
-		x := b.tailw.Load()
-		if x&slowBit != 0 {
-			return false
-		}
-		if b.tailw.CompareAndSwap(x, x+2) {
-			return true
-		}
-	}
-}
-
+// publish is the publish path. Its concepts (docs/design.md): the ring and
+// its tail, each watcher's queue, the attention bound, the policies, the
+// turn with its room signal, and the parked readers.
 func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, error) {
-	if b.publishIdle() {
-		return true, nil
-	}
-	var w8 waitState
-	if b.nBlockFor.Load() > 0 {
-		// BlockFor waits are measured from the call, also when this publish
-		// first waits for its turn behind another one.
-		w8.start = time.Now()
-	}
-	if err := b.lockTurn(ctx, try); err != nil {
-		if err == errWouldWait {
-			err = nil
+	for {
+		// Nobody watches: no lock (idlePublish).
+		if x := b.tailw.Load(); x&watchedBit == 0 {
+			if b.idlePublish(x, v) {
+				return true, nil
+			}
+			continue
 		}
-		return false, err
-	}
-	if b.tailw.Load()&slowBit == 0 {
-		// The last watcher left meanwhile.
+		var ws waitState
+		if b.nBlockFor.Load() > 0 {
+			ws.start = time.Now() // BlockFor waits count from the call
+		}
+		if err := b.lockTurn(ctx, try); err != nil {
+			if err == errWouldWait {
+				err = nil
+			}
+			return false, err
+		}
+		if b.tailw.Load()&watchedBit == 0 {
+			b.mu.Unlock() // the last watcher left meanwhile
+			continue
+		}
+		s := b.tail() + 1
+		ok, err := b.waitForRoom(ctx, s, try, &ws)
+		if !ok {
+			b.mu.Unlock()
+			return false, nil
+		}
+		b.commit(s, v, &ws)
 		b.mu.Unlock()
-		if b.publishIdle() {
-			return true, nil
-		}
-		return b.publish(ctx, v, try)
+		ws.stop()
+		// After the tail store: a reader parks before it looks at the tail,
+		// so either it sees s or this finds it parked.
+		b.wakeParked()
+		return true, err
 	}
-	s := b.seq()
-	if !w8.start.IsZero() {
-		w8.now = time.Now()
-	}
-	ok, result := b.waitForRoom(ctx, v, s, try, &w8)
-	if !ok {
-		return false, nil // TryPublish would have waited; mu is released
-	}
-	b.commit(s, v, &w8)
-	b.mu.Unlock()
-	w8.stop()
-	b.wakeParked()
-	return true, result
 }
 
-// errWouldWait is lockTurn's answer to TryPublish when it would wait.
-var errWouldWait = errors.New("broadcast: would wait")
+// idlePublish publishes v while nobody watches, given the tail word x it
+// loaded: without history it only counts (a CAS); with history it takes
+// writingBit with that CAS, writes the slot and stores the new tail, which
+// releases it. watchedBit is set under mu, after any such write, before a
+// watcher reads the tail (setWatched), so the CAS fails if one registers.
+// It reports false if the caller must look again.
+func (b *Broadcaster[T]) idlePublish(x uint64, v T) bool {
+	if b.cfg.history == 0 {
+		return b.tailw.CompareAndSwap(x, x+1<<seqShift)
+	}
+	if x&writingBit != 0 {
+		runtime.Gosched() // another idle publish is writing
+		return false
+	}
+	if !b.tailw.CompareAndSwap(x, x|writingBit) {
+		return false
+	}
+	s := x>>seqShift + 1
+	r := b.ring.Load()
+	r.buf[s&r.mask] = v
+	b.tailw.Store(s << seqShift)
+	return true
+}
 
-// lockTurn locks b.mu once no other publisher holds the turn: only one
-// publisher waits at a time, so the order of commits is the order every
-// watcher sees. It returns with b.mu held, or with an error (ErrClosed,
-// ctx.Err(), or errWouldWait for TryPublish) and b.mu released.
+// lockTurn locks mu once no other publisher is waiting for room: only the
+// publisher that holds the turn may wait, so commits stay in call order.
+// It returns with mu held, or with an error and mu released: ErrClosed,
+// ctx.Err(), or errWouldWait for TryPublish.
 func (b *Broadcaster[T]) lockTurn(ctx context.Context, try bool) error {
 	b.mu.Lock()
-	for b.busy {
-		if b.closed {
-			b.mu.Unlock()
-			return ErrClosed
-		}
+	for b.busy && !b.closed {
 		if try {
 			b.mu.Unlock()
 			return errWouldWait
@@ -142,75 +143,95 @@ func (b *Broadcaster[T]) lockTurn(ctx context.Context, try bool) error {
 	return nil
 }
 
-// waitForRoom is phase 1, before the commit of v as seq s: a full Block
-// watcher gets nothing until it has room, so v stays invisible while the
-// publisher waits (holding the turn: busy). Called and returning with b.mu
-// held, except for TryPublish when it would wait: then it returns false
-// with b.mu released. result is the error that cut a wait short (ctx, or
-// Shutdown's deadline); the commit then drops v where there is no room.
-func (b *Broadcaster[T]) waitForRoom(ctx context.Context, v T, s uint64, try bool, w8 *waitState) (ok bool, result error) {
-	for spins := 0; ; {
-		full, deadline := b.fullBlockers(s, w8)
-		direct := b.direct
-		if !full && len(direct) == 0 {
-			return true, result
+// waitForRoom returns once no Block or unexpired BlockFor watcher is full
+// for sequence number s, with mu held throughout the checks and released
+// only while waiting. Meanwhile v is invisible: nothing is written before
+// the commit. It reports false for TryPublish when it would wait. A wait
+// cut short by ctx or Shutdown's deadline is reported as err; the commit
+// then drops v for the watchers still full.
+func (b *Broadcaster[T]) waitForRoom(ctx context.Context, s uint64, try bool, ws *waitState) (bool, error) {
+	var err error
+	if !ws.start.IsZero() {
+		ws.now = time.Now() // a wait for the turn counts against BlockFor
+	}
+	for spins := 0; ; spins++ {
+		full, deadline := b.fullWaiters(s, ws)
+		if !full {
+			return true, err
 		}
 		if try {
-			clear(direct)
-			b.direct = direct[:0]
-			b.mu.Unlock()
 			return false, nil
 		}
+		// The turn: publishers arriving now wait in lockTurn, and the tail
+		// cannot move, so s stays ours.
 		b.busy = true
 		b.mu.Unlock()
-		if full {
-			clear(direct)
-			b.direct = direct[:0]
-			if spins < publisherSpins {
-				// Readers usually make room within a scheduling round;
-				// yielding is much cheaper than parking on roomCh.
-				spins++
-				runtime.Gosched()
-				b.mu.Lock()
-				continue
-			}
-			stop, err := w8.wait(ctx, b.roomCh, b.abort, deadline)
-			b.mu.Lock()
-			if stop {
-				w8.giveUp = true
-				result = err
-			}
-			continue
-		}
-		// Every full watcher left holds its whole queue in its channel:
-		// hand v to each directly, which waits for its reader (see
-		// sendDirect). b.direct is ours while busy.
-		for _, w := range direct {
-			if err := w.sendDirect(ctx, v, s, w8); err != nil && result == nil {
-				result = err
-			}
-		}
-		clear(direct)
+		stop, e := ws.wait(ctx, b.room, b.abort, deadline, spins)
 		b.mu.Lock()
-		b.direct = direct[:0]
+		if stop {
+			ws.giveUp, err = true, e
+		}
 	}
 }
 
-// commit is phase 2: v becomes seq s. Watchers at or past their attention
-// bound are visited first; the tail store publishes the slot (readers load
-// the tail before they read slots up to it). Called with b.mu held.
-func (b *Broadcaster[T]) commit(s uint64, v T, w8 *waitState) {
-	if s >= b.attn {
-		b.attend(s, w8)
+// fullWaiters reports whether a Block or unexpired BlockFor watcher is full
+// for s, and the earliest BlockFor deadline among them. It asks each such
+// watcher's readers to signal room (roomWanted) before it checks, so that a
+// value taken after the check is signaled: the reader takes, then loads
+// roomWanted; this stores roomWanted, then loads what the reader took.
+func (b *Broadcaster[T]) fullWaiters(s uint64, ws *waitState) (bool, time.Time) {
+	if s < b.attn {
+		return false, time.Time{}
 	}
-	if r := b.ring.Load(); r != nil {
+	full := false
+	var deadline time.Time
+	R := b.ring.Load().size()
+	for _, w := range b.watchers {
+		if !w.policy.waits() || w.attnSeq(R) > s {
+			continue
+		}
+		w.roomWanted.Store(true)
+		if !w.full(s) || ws.expired(w.policy) {
+			w.roomWanted.Store(false)
+			continue
+		}
+		full = true
+		if ws.start.IsZero() {
+			ws.start = time.Now()
+		}
+		if d := ws.deadline(w.policy); !d.IsZero() && (deadline.IsZero() || d.Before(deadline)) {
+			deadline = d
+		}
+	}
+	return full, deadline
+}
+
+// commit writes v as sequence number s. Called with mu held, after
+// waitForRoom.
+//
+// A slot is never overwritten while a reader copies it: readers copy under
+// their watcher's mutex and only from their segment [next, tail]; the
+// publisher of s overwrites the slot of s-R (R the ring size) only once
+// every watcher's next is past s-R. A watcher whose next is not is visited
+// (attend), under its mutex, before the write, and its segment is moved to
+// its own queue. b.attn is a lower bound of the first s that needs such a
+// visit for any watcher (attnSeq); readers only raise a watcher's bound, so
+// between visits no watcher needs one.
+func (b *Broadcaster[T]) commit(s uint64, v T, ws *waitState) {
+	r := b.ring.Load()
+	if s >= b.attn {
+		b.attend(s, r, ws)
+	}
+	if r != nil {
 		r.buf[s&r.mask] = v
 	}
-	bit := uint64(slowBit)
-	if b.nWatchers == 0 && !b.closed && b.cfg.history == 0 {
-		bit = 0 // the last watcher left while we waited (see remove)
+	bit := uint64(0)
+	if len(b.watchers) > 0 || b.closed {
+		bit = watchedBit
 	}
-	b.tailw.Store((s+1)<<1 | bit)
+	// The tail store publishes the slot: a reader loads the tail before it
+	// reads slots up to it.
+	b.tailw.Store(s<<seqShift | bit)
 	if b.busy {
 		b.busy = false
 		if b.turn != nil {
@@ -220,115 +241,31 @@ func (b *Broadcaster[T]) commit(s uint64, v T, w8 *waitState) {
 	}
 }
 
-// waitState is a publisher's view of its own waiting: when it started (for
-// BlockFor), whether it gave up (ctx ended or Shutdown aborted), and a timer
-// reused across waits. It lives on the publisher's stack.
-type waitState struct {
-	start  time.Time
-	now    time.Time
-	giveUp bool
-	timer  *time.Timer
-}
-
-func (ws *waitState) stop() {
-	if ws.timer != nil {
-		ws.timer.Stop()
-	}
-}
-
-// expired reports whether a BlockFor watcher with policy p has been waited
-// for long enough. Watchers only count as expired once waiting has started.
-func (ws *waitState) expired(p Policy) bool {
-	if ws.giveUp {
-		return true
-	}
-	return p.kind == kindBlockFor && !ws.start.IsZero() && ws.now.Sub(ws.start) >= p.wait
-}
-
-func (ws *waitState) deadline(p Policy) time.Time {
-	if p.kind != kindBlockFor {
-		return time.Time{}
-	}
-	return ws.start.Add(p.wait)
-}
-
-// wait blocks until a consumer makes room (roomCh), the earliest BlockFor
-// deadline passes, ctx ends or Shutdown aborts. It reports whether the
-// publisher must give up and with which error.
-func (ws *waitState) wait(ctx context.Context, room, abort <-chan struct{}, deadline time.Time) (bool, error) {
-	var tc <-chan time.Time
-	if !deadline.IsZero() {
-		d := time.Until(deadline)
-		if ws.timer == nil {
-			ws.timer = time.NewTimer(d)
-		} else {
-			ws.timer.Reset(d)
+// attend visits every watcher whose bound is s or less: full ones get
+// their policy applied, those about to be lapped get their segment moved
+// to their own queue. It recomputes b.attn. Called with mu held.
+func (b *Broadcaster[T]) attend(s uint64, r *ring[T], ws *waitState) {
+	R := r.size()
+	next := uint64(math.MaxUint64)
+	for i := 0; i < len(b.watchers); i++ {
+		w := b.watchers[i]
+		if w.attnSeq(R) <= s {
+			w.mu.Lock()
+			evicted := w.attendLocked(s, r)
+			w.mu.Unlock()
+			if evicted {
+				// A WithContext callback stays: when ctx ends it stops w,
+				// which releases a forwarder blocked on a reader gone.
+				// Shutdown still finds it there.
+				if w.ctxStop != nil {
+					b.evictedCtx[w] = struct{}{}
+				}
+				b.remove(w)
+				i--
+				continue
+			}
 		}
-		tc = ws.timer.C
+		next = min(next, w.attnSeq(R))
 	}
-	var give bool
-	var err error
-	select {
-	case <-room:
-	case <-tc:
-	case <-ctx.Done():
-		give, err = true, ctx.Err()
-	case <-abort:
-		give, err = true, ErrClosed
-	}
-	if ws.timer != nil {
-		ws.timer.Stop()
-	}
-	ws.now = time.Now()
-	return give, err
-}
-
-// sendDirect sends seq s, v, to w, which holds its whole queue in its
-// channel, waiting for its reader to make room, unless w is stopped, its
-// BlockFor deadline passes, ctx ends or Shutdown aborts; then v is left for
-// the commit, which drops it for w (counted) if w is still full. On success
-// w's cursor moves past s, so the commit does not queue v again. Called by
-// the publisher holding the turn, without locks: no value can be committed
-// meanwhile, and w's forwarder has nothing to send, so only we send to ch.
-func (w *Watcher[T]) sendDirect(ctx context.Context, v T, s uint64, ws *waitState) error {
-	w.mu.Lock()
-	if w.chClosed || w.stopped.Load() || ws.giveUp || ws.expired(w.policy) {
-		w.mu.Unlock()
-		return nil
-	}
-	w.directSending = true
-	ch, stop := w.ch, w.stopCh
-	w.mu.Unlock()
-
-	var tc <-chan time.Time
-	if d := ws.deadline(w.policy); !d.IsZero() {
-		t := time.NewTimer(time.Until(d))
-		defer t.Stop()
-		tc = t.C
-	}
-	sent := false
-	var err error
-	select {
-	case ch <- v:
-		sent = true
-	case <-stop:
-	case <-tc:
-	case <-ctx.Done():
-		err = ctx.Err()
-		ws.giveUp = true
-	case <-w.b.abort:
-		err = ErrClosed
-		ws.giveUp = true
-	}
-	ws.now = time.Now()
-
-	w.mu.Lock()
-	w.directSending = false
-	if sent {
-		w.npClaimed.Add(1)
-		w.h.Store(s + 1)
-	}
-	w.sendResolvedLocked()
-	w.mu.Unlock()
-	return err
+	b.attn = next
 }

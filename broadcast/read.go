@@ -1,86 +1,157 @@
 package broadcast
 
-import "iter"
+import (
+	"iter"
+	"runtime"
+)
+
+// batchSize is how many values a reader copies out of the ring per lock.
+const batchSize = 64
 
 // All returns an iterator over the watcher's values, in order. It ends when
 // the watcher ends: at once after Stop, after the queued values after
 // Shutdown. Breaking out of the loop leaves the watcher registered, with the
 // values not yet yielded still queued; call Stop when done. A panic in the
-// loop body leaves the watcher as breaking out does. Before
-// [Watcher.C] is called, All reads the broadcaster's shared ring directly,
-// in batches, which is the fastest way to read; after, it reads the channel.
-// Several loops may run at once; each value goes to one of them.
+// loop body leaves the watcher as breaking out does. Before [Watcher.C] is
+// called, All reads the broadcaster's shared ring directly, in batches,
+// which is the fastest way to read; after, it reads the channel. Several
+// loops may run at once; each value goes to one of them.
 func (w *Watcher[T]) All() iter.Seq[T] {
-	w.mustBeMade()
+	w.made()
 	return func(yield func(T) bool) {
-		w.read(func(_ uint64, v T) bool { return yield(v) })
+		w.read(true, true, func(_ uint64, v T) bool { return yield(v) })
 	}
 }
 
-// Seq returns the same stream as [Watcher.All], each value with its
-// sequence number: the n-th value the broadcaster accepted has number n,
-// prefix values have 0. When a watcher receives s1 and then s2, it lost
-// exactly s2-s1-1 values in between (see [Watcher.Dropped]); a reader that
-// resumes with [Broadcaster.WatchFrom](last+1) misses nothing still kept.
-// A channel carries no numbers: once [Watcher.C] has been called, Seq reads
-// the channel, as All does, and yields 0 for each value.
+// Seq returns an iterator over the watcher's values with their sequence
+// numbers (see [Broadcaster.Stats]): the same stream as [Watcher.All].
+// When a reader receives s1 then s2, the watcher lost exactly s2-s1-1
+// values between them (counted in [Watcher.Dropped]); prefix values have
+// number 0. Values that went through the channel of [Watcher.C] carry no
+// number: after C() was called, Seq yields 0 for them.
 func (w *Watcher[T]) Seq() iter.Seq2[uint64, T] {
-	w.mustBeMade()
-	return func(yield func(uint64, T) bool) { w.read(yield) }
+	w.made()
+	return func(yield func(uint64, T) bool) {
+		w.read(true, true, yield)
+	}
 }
 
-// read is All and Seq: it yields w's values with their sequence numbers.
-func (w *Watcher[T]) read(yield func(uint64, T) bool) {
-	b := w.b
-	var batch []T
-	defer func() { clear(batch) }()
-	spins := 0
+// read yields w's values with their sequence numbers until yield returns
+// false or w ends. If viaChan, it reads w's channel once C() was called
+// (All, Seq); the forwarder, which fills that channel, does not, and it
+// does not wait either (!wait): it returns once caught up.
+//
+// Each value is taken by exactly one reader: pend values are popped under
+// mu; ring values are copied under mu, in a batch, and each is claimed just
+// before it is yielded by moving next past it with a CAS. Until then it
+// stays queued, counted by publishers and visible to every other reader; a
+// failed CAS means someone else moved next (another reader, a publisher
+// spilling or dropping), and the rest of the batch is stale.
+func (w *Watcher[T]) read(viaChan, wait bool, yield func(uint64, T) bool) {
+	w.readInto(nil, viaChan, wait, yield)
+}
+
+// readInto is read with a batch buffer of the caller's (the forwarder
+// keeps one across its runs), or a new one if buf is nil.
+func (w *Watcher[T]) readInto(buf *[]T, viaChan, wait bool, yield func(uint64, T) bool) {
+	rd := reader[T]{w: w}
+	if buf != nil {
+		rd.batch = *buf
+		defer func() { *buf = rd.batch }()
+	}
+	defer func() { clear(rd.batch[:cap(rd.batch)]) }()
 	for {
 		w.mu.Lock()
 		if w.stopped.Load() {
 			w.mu.Unlock()
 			return
 		}
-		if ch := w.ch; ch != nil {
+		if ch := w.ch; ch != nil && viaChan {
 			w.mu.Unlock()
 			w.readChan(ch, yield)
 			return
 		}
-		if it, ok := w.popPendLocked(); ok {
+		if it, ok := w.popLocked(); ok {
 			w.mu.Unlock()
-			spins = 0
-			// Taking a value from pend makes room as taking one from the
-			// ring does: a publisher may be waiting for it (a Block
-			// watcher whose queue was set aside in pend).
-			w.signalRoomIfWanted()
+			w.took()
 			if !yield(it.seq, it.v) {
 				return
 			}
 			continue
 		}
-		if h, t := w.h.Load(), b.seq(); h < t {
-			if batch == nil {
-				batch = make([]T, 0, batchSize)
-			}
-			batch = w.copyBatchLocked(batch, h, t) // releases w.mu
-			spins = 0
-			if !w.claimBatch(batch, h, yield) {
+		if h, t := w.next.Load(), w.b.tail(); h <= t {
+			if !rd.ringLocked(h, t, yield) {
 				return
 			}
 			continue
 		}
-		if w.ended {
+		if w.ended || !wait {
 			w.mu.Unlock()
 			return
 		}
-		if w.wake == nil {
-			w.wake = make(chan struct{}, 1)
-			w.done = make(chan struct{})
-		}
-		wake, done := w.wake, w.done
+		gen := w.gen.Load()
 		w.mu.Unlock()
-		w.awaitValue(wake, done, &spins)
+		rd.wait(gen)
 	}
+}
+
+// reader is the state of one read loop.
+type reader[T any] struct {
+	w     *Watcher[T]
+	batch []T        // values copied out of the ring, not yet claimed
+	n     *waiter[T] // this loop's place on the parked list
+	spun  bool       // yielded the processor once since it last read
+}
+
+// ringLocked copies up to batchSize values of the segment [h, t] out of
+// the ring under mu, releases mu, then claims and yields them one by one.
+// It reports false if yield did. Called with mu held.
+func (rd *reader[T]) ringLocked(h, t uint64, yield func(uint64, T) bool) bool {
+	w := rd.w
+	// The tail is loaded before the ring: the ring loaded holds every
+	// value up to t that w may read (ensureRing).
+	r := w.b.ring.Load()
+	k := min(t+1-h, batchSize)
+	if rd.batch == nil {
+		rd.batch = make([]T, 0, batchSize)
+	}
+	rd.batch = rd.batch[:0]
+	for q := h; q < h+k; q++ {
+		rd.batch = append(rd.batch, r.at(q))
+	}
+	w.mu.Unlock()
+	// Yield once before parking only after a batch of several values: a
+	// stream that busy is read in batches; one value at a time is a quiet
+	// stream, whose next value is better waited for parked.
+	rd.spun = k == 1
+	for i, v := range rd.batch {
+		q := h + uint64(i)
+		if w.stopped.Load() || !w.next.CompareAndSwap(q, q+1) {
+			return true // someone else moved next: look again
+		}
+		w.took()
+		if !yield(q, v) {
+			return false
+		}
+	}
+	return true
+}
+
+// wait is what a caught-up reader does: yield the processor once (a busy
+// stream has more values by then, and they are read in one batch instead
+// of a wake-up per publish), then park until a publish or a change of w
+// (gen, as seen under mu).
+func (rd *reader[T]) wait(gen uint64) {
+	if !rd.spun {
+		rd.spun = true
+		runtime.Gosched()
+		return
+	}
+	rd.spun = false
+	if rd.n == nil {
+		rd.n = newWaiter[T]()
+	}
+	rd.w.await(rd.n, gen)
 }
 
 // readChan yields the values of w's channel, for All and Seq after C().
@@ -92,55 +163,17 @@ func (w *Watcher[T]) readChan(ch <-chan T, yield func(uint64, T) bool) {
 	}
 }
 
-// copyBatchLocked copies up to batchSize values of w's ring segment [h, t)
-// into batch, under w.mu (publishers change the segment only under it),
-// and releases w.mu.
-func (w *Watcher[T]) copyBatchLocked(batch []T, h, t uint64) []T {
-	r := w.b.ring.Load()
-	n := min(t-h, batchSize)
-	batch = batch[:0]
-	for i := range n {
-		batch = append(batch, r.buf[(h+i)&r.mask])
+// await waits until a publish, a change of w's state (Stop, Shutdown, C:
+// gen moves) or, if it finds one, a value already queued. Called without
+// locks; gen is what the caller saw under mu.
+func (w *Watcher[T]) await(n *waiter[T], gen uint64) {
+	b := w.b
+	b.park(n)
+	// Parked before looking: a publisher stores the tail before it takes
+	// the parked list, and whoever changes gen wakes the parked list after,
+	// so either this sees the change or it finds n.
+	if w.pendAll.Load() > 0 || w.next.Load() <= b.tail() || w.gen.Load() != gen {
+		return // n stays parked: its next token is one more look
 	}
-	w.mu.Unlock()
-	return batch
-}
-
-// claimBatch yields the values of batch, copied from the ring at h, each
-// claimed just before it is yielded by moving w.h past it with a CAS: until
-// then it stays queued, visible to every other reader and to publishers. A
-// failed CAS means someone else moved h (another reader, a publisher
-// applying a policy, C), so the rest of the batch is stale: the caller
-// starts over. It reports false when yield did.
-func (w *Watcher[T]) claimBatch(batch []T, h uint64, yield func(uint64, T) bool) bool {
-	defer clear(batch)
-	for i, v := range batch {
-		q := h + uint64(i)
-		if w.stopped.Load() || !w.h.CompareAndSwap(q, q+1) {
-			return true
-		}
-		w.signalRoomIfWanted()
-		if !yield(q+1, v) {
-			return false
-		}
-	}
-	return true
-}
-
-// batchSize is how many values an All loop takes from the watcher per lock.
-const batchSize = 64
-
-// popPendLocked takes w's next value from pend (the prefix, or values
-// copied out of the ring when w fell behind), which come before the ring.
-func (w *Watcher[T]) popPendLocked() (item[T], bool) {
-	if w.pend.len() == 0 {
-		return item[T]{}, false
-	}
-	v := w.pend.pop()
-	// prefixLeft first: attnSeq reads pendLen first (see there).
-	if w.prefixLeft.Load() > 0 {
-		w.prefixLeft.Add(-1)
-	}
-	w.pendLen.Add(-1)
-	return v, true
+	<-n.wake
 }

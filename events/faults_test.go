@@ -924,7 +924,7 @@ func TestFaultsStopIsNotAbandon(t *testing.T) {
 
 // renamingSink stores events under names of its own, as an API server with
 // generateName would, setting them on its copy in place (the copy is the
-// sink's: API.md, Sink), and patches by those names.
+// sink's: the Sink interface's doc), and patches by those names.
 type renamingSink struct {
 	next   int
 	stored map[string]events.Event

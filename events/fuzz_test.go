@@ -3,7 +3,7 @@ package events_test
 // FuzzCorrelator feeds a Correlator a stream of events decoded from the
 // fuzz input (few sources, objects, reasons, messages, both types, repeats,
 // clock steps, UpdateState calls) and checks every decision against a model
-// written from the documented rules (API.md guarantees 1–3, the
+// written from the documented rules (the package doc's guarantees 1–3, the
 // CorrelatorOptions and Correlate doc comments), not from the code:
 //
 //   - de-duplication: an event seen before (same source, object without

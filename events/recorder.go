@@ -121,7 +121,7 @@ func (r *recorder) generate(object ObjectReference, annotations map[string]strin
 // recorded is what a Recorder publishes: the event, and whether a consumer
 // must copy it before changing it or handing it out.
 //
-// Every watcher and sink gets its own copy (API.md guarantee 6), but when a
+// Every watcher and sink gets its own copy (the package doc's guarantee 6), but when a
 // single consumer is registered nobody else will ever see the event, so
 // that consumer may use it as its copy: a sink worker correlates it in
 // place, a handler gets it as it is. The Recorder does not read it after

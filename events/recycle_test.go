@@ -19,7 +19,7 @@ import (
 )
 
 // keepingSink keeps every event it is given, with a copy of it as it was
-// when given: a sink owns what it is given (API.md guarantee 6), so the
+// when given: a sink owns what it is given (the package doc's guarantee 6), so the
 // broadcaster must never change those events afterwards, nor reuse them
 // for later ones.
 type keepingSink struct {

@@ -11,7 +11,7 @@ import (
 )
 
 // anchorAllocs is what client-go's EventCorrelator allocates per event on
-// the mixed stream of ANCHORS.md: the one figure of that stream that does
+// the mixed stream of the project's reference figures (client-go on its own stream): the one figure of that stream that does
 // not depend on the machine or its load.
 const anchorAllocs = 207
 

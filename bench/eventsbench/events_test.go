@@ -37,7 +37,7 @@ const (
 // about a hot hundred), several sources, reasons with 1 to 15 message
 // variants, 83% exact repeats: the share at which client-go's
 // EventCorrelator makes 207 allocations per event, as on the stream of
-// ANCHORS.md's figures (TestStreamMatchesAnchor checks it). The targets are
+// the reference figures (TestStreamMatchesAnchor checks it). The targets are
 // on this stream.
 //
 // stream40 is the same with 40% exact repeats, the stream of the figures

@@ -14,14 +14,14 @@ import (
 
 // pipelineFloor is BenchmarkPipeline/floor: BenchmarkPipeline/herald with the correlator,
 // the naming, the counters and the reports taken out: the Recorder's work
-// that API.md requires of any implementation (an Event of its own for the
+// that the events contract requires of any implementation (an Event of its own for the
 // sink, guarantee 6, stamped with the time, and one Sprintf for Eventf),
 // published through the same broadcast ring to one goroutine that hands it
 // to the same no-op sink. Same passes, batches, sentinels and GC as
 // BenchmarkPipeline. What herald's pipeline costs above this figure is the
 // correlation and the bookkeeping; this figure is the part of the pipeline
 // no correlator can save, so client-go's figure over it is the most that any
-// implementation of API.md could reach in the same run.
+// implementation of the events contract could reach in the same run.
 func pipelineFloor(b *testing.B, stream []events.Event) {
 	pipeline(b, func() (func(int), func(int), func(), func() int) {
 		bc := broadcast.New[*events.Event](broadcast.WithQueueLength(events.DefaultQueueLength),
