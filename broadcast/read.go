@@ -61,6 +61,10 @@ func (w *Watcher[T]) readInto(buf *[]T, viaChan, wait bool, yield func(uint64, T
 	}
 	defer func() { clear(rd.batch[:cap(rd.batch)]) }()
 	for {
+		if rd.idle() {
+			rd.wait(rd.gen)
+			continue
+		}
 		w.mu.Lock()
 		if w.stopped.Load() {
 			w.mu.Unlock()
@@ -89,18 +93,29 @@ func (w *Watcher[T]) readInto(buf *[]T, viaChan, wait bool, yield func(uint64, T
 			w.mu.Unlock()
 			return
 		}
-		gen := w.gen.Load()
+		rd.gen, rd.looked = w.gen.Load(), true
 		w.mu.Unlock()
-		rd.wait(gen)
+		rd.wait(rd.gen)
 	}
 }
 
 // reader is the state of one read loop.
 type reader[T any] struct {
-	w     *Watcher[T]
-	batch []T        // values copied out of the ring, not yet claimed
-	n     *waiter[T] // this loop's place on the parked list
-	spun  bool       // yielded the processor once since it last read
+	w      *Watcher[T]
+	batch  []T        // values copied out of the ring, not yet claimed
+	n      *waiter[T] // this loop's place on the parked list
+	spun   bool       // yielded the processor once since it last read
+	gen    uint64     // w.gen when this loop last found w caught up, under mu
+	looked bool       // gen is set
+}
+
+// idle reports, from atomics alone, that w is as this loop last saw it
+// caught up (gen unchanged: no Stop, end or C() since) and that nothing is
+// queued: the loop may wait without taking mu. Anything else, and it looks
+// under mu.
+func (rd *reader[T]) idle() bool {
+	w := rd.w
+	return rd.looked && w.gen.Load() == rd.gen && w.pendAll.Load() == 0 && w.next.Load() > w.b.tail()
 }
 
 // ringLocked copies up to batchSize values of the segment [h, t] out of
