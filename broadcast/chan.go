@@ -254,11 +254,7 @@ func (w *Watcher[T]) idle(aborted bool) bool {
 		return true
 	case w.queuedLocked():
 		// Values came in after read looked: go on.
-		w.fwd = fwdRunning
-		select {
-		case w.fwdWake <- struct{}{}:
-		default:
-		}
+		w.runForwarderLocked() // leaves a token for the wait that follows
 		return false
 	}
 	w.fwd = fwdIdle

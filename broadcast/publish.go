@@ -77,7 +77,7 @@ func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, erro
 			b.mu.Unlock()
 			return false, nil
 		}
-		b.commit(s, v, &ws)
+		b.commit(s, v)
 		b.mu.Unlock()
 		ws.stop()
 		// After the tail store: a reader parks before it looks at the tail,
@@ -85,6 +85,15 @@ func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, erro
 		b.wakeParked()
 		return true, err
 	}
+}
+
+// turnLocked returns the channel closed when the publisher holding the
+// turn commits (or gives up). Called with mu held, while busy.
+func (b *Broadcaster[T]) turnLocked() <-chan struct{} {
+	if b.turn == nil {
+		b.turn = make(chan struct{})
+	}
+	return b.turn
 }
 
 // idlePublish publishes v while nobody watches, given the tail word x it
@@ -122,10 +131,7 @@ func (b *Broadcaster[T]) lockTurn(ctx context.Context, try bool) error {
 			b.mu.Unlock()
 			return errWouldWait
 		}
-		if b.turn == nil {
-			b.turn = make(chan struct{})
-		}
-		t := b.turn
+		t := b.turnLocked()
 		b.mu.Unlock()
 		select {
 		case <-t:
@@ -217,10 +223,10 @@ func (b *Broadcaster[T]) fullWaiters(s uint64, ws *waitState) (bool, time.Time) 
 // its own queue. b.attn is a lower bound of the first s that needs such a
 // visit for any watcher (attnSeq); readers only raise a watcher's bound, so
 // between visits no watcher needs one.
-func (b *Broadcaster[T]) commit(s uint64, v T, ws *waitState) {
+func (b *Broadcaster[T]) commit(s uint64, v T) {
 	r := b.ring.Load()
 	if s >= b.attn {
-		b.attend(s, r, ws)
+		b.attend(s, r)
 	}
 	if r != nil {
 		r.buf[s&r.mask] = v
@@ -244,7 +250,7 @@ func (b *Broadcaster[T]) commit(s uint64, v T, ws *waitState) {
 // attend visits every watcher whose bound is s or less: full ones get
 // their policy applied, those about to be lapped get their segment moved
 // to their own queue. It recomputes b.attn. Called with mu held.
-func (b *Broadcaster[T]) attend(s uint64, r *ring[T], ws *waitState) {
+func (b *Broadcaster[T]) attend(s uint64, r *ring[T]) {
 	R := r.size()
 	next := uint64(math.MaxUint64)
 	for i := 0; i < len(b.watchers); i++ {

@@ -83,10 +83,7 @@ func (b *Broadcaster[T]) Shutdown(ctx context.Context) error {
 func (b *Broadcaster[T]) waitPublisherLocked(ctx context.Context) error {
 	var err error
 	for b.busy {
-		if b.turn == nil {
-			b.turn = make(chan struct{})
-		}
-		t := b.turn
+		t := b.turnLocked()
 		b.mu.Unlock()
 		select {
 		case <-t:
