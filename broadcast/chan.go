@@ -119,7 +119,7 @@ func (w *Watcher[T]) handOverLocked() bool {
 		if w.queuedLocked() {
 			return true
 		}
-		w.b.park(w.starter)
+		w.b.parkStarter(w.starter)
 		if !w.queuedLocked() {
 			return false
 		}

@@ -14,21 +14,41 @@ import "sync/atomic"
 // value after it parked stays on it and later gets a token it does not
 // need: one more look at its watcher, never a lost wake-up.
 type waiter[T any] struct {
-	wake   chan struct{} // cap 1: the token a waker leaves
-	start  *Watcher[T]   // deliver to this watcher's channel instead of waking
-	parked atomic.Bool   // on the stack, or on a list a waker took
-	next   *waiter[T]    // the stack's link; written by the waiter before its push
+	wake  chan struct{} // cap 1: the token a waker leaves
+	start *Watcher[T]   // deliver to this watcher's channel instead of waking
+	next  *waiter[T]    // the stack's link; written by the waiter before its push
+	// On the stack, or on a list a waker took. A loop's flag is its own:
+	// set when it pushes, cleared when it receives the token (wakers take
+	// a waiter off the stack and then leave it a token, one for one, so a
+	// loop never receives a token while it is on a list). A starter has no
+	// goroutine to receive tokens: the waker clears its startParked.
+	parked      bool
+	startParked atomic.Bool
 }
 
 func newWaiter[T any]() *waiter[T] {
 	return &waiter[T]{wake: make(chan struct{}, 1)}
 }
 
-// park puts n on the parked list, unless it is there already.
+// park puts a read loop's n on the parked list, unless it is there
+// already. Called by the loop that owns n.
 func (b *Broadcaster[T]) park(n *waiter[T]) {
-	if !n.parked.CompareAndSwap(false, true) {
-		return
+	if !n.parked {
+		n.parked = true
+		b.push(n)
 	}
+}
+
+// parkStarter puts a C() watcher's starter on the parked list, unless it
+// is there already. Called with the watcher's mu held.
+func (b *Broadcaster[T]) parkStarter(n *waiter[T]) {
+	if n.startParked.CompareAndSwap(false, true) {
+		b.push(n)
+	}
+}
+
+// push puts n on top of the parked stack.
+func (b *Broadcaster[T]) push(n *waiter[T]) {
 	for {
 		h := b.parked.Load()
 		n.next = h
@@ -46,12 +66,12 @@ func (b *Broadcaster[T]) wakeParked() {
 		return
 	}
 	for n := b.parked.Swap(nil); n != nil; {
-		// Read the link before clearing the flag: from then on n may push
-		// itself again, which rewrites its link.
+		// Read the link before n may push itself again, which rewrites
+		// it: before clearing a starter's flag, before a loop's token.
 		next := n.next
 		n.next = nil
-		n.parked.Store(false)
 		if n.start != nil {
+			n.startParked.Store(false)
 			n.start.deliver()
 		} else {
 			select {

@@ -191,4 +191,5 @@ func (w *Watcher[T]) await(n *waiter[T], gen uint64) {
 		return // n stays parked: its next token is one more look
 	}
 	<-n.wake
+	n.parked = false // a waker took n off the list, then left the token
 }
