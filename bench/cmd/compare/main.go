@@ -59,6 +59,7 @@ var jobs = []job{
 	{pkg: ".", bench: "Latency", systems: []string{"k8s", "herald-C", "herald-All"}},
 	{pkg: "./eventsbench", bench: "Correlator", systems: []string{"k8s", "herald", "k8s-repeats40", "herald-repeats40"}},
 	{pkg: "./eventsbench", bench: "Pipeline", systems: []string{"k8s", "herald", "floor", "k8s-repeats40", "herald-repeats40"}},
+	{pkg: ".", bench: "Resume", systems: []string{"herald"}},
 }
 
 type config struct {

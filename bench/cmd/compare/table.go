@@ -163,6 +163,24 @@ func tableRows() []*row {
 		k8s: "Pipeline/k8s-repeats40", herald: "Pipeline/herald-repeats40", units: u("ns/op")})
 	add(&row{label: "the earlier stream: events that reached the sink",
 		k8s: "Pipeline/k8s-repeats40", herald: "Pipeline/herald-repeats40", units: u("written-%"), noRatio: true})
+
+	// Workload 9 has no Kubernetes side: its k8s column holds herald's
+	// own baseline, named in each label. History may cost at most 20 %
+	// more than none: baseline/with history at least 1/1.2.
+	const hist = "Resume/herald/publish/watchers=%d/history=%d"
+	add(&row{section: "9. Resume, herald alone (Kubernetes' watch.Broadcaster keeps no history): the k8s column holds herald's own baseline, named in each row",
+		label: "Publish, one full Drop watcher: without history, then WithHistory(1000)",
+		k8s:   fmt.Sprintf(hist, 1, 0), herald: fmt.Sprintf(hist, 1, 1000), units: u("ns/op"), target: ratioAtLeast(0.83)})
+	add(&row{label: "Publish, no watcher: without history, then WithHistory(1000)",
+		k8s: fmt.Sprintf(hist, 0, 0), herald: fmt.Sprintf(hist, 0, 1000), units: u("ns/op"), target: ratioAtLeast(0.83)})
+	add(&row{label: "allocations per Publish with history, one watcher",
+		k8s: fmt.Sprintf(hist, 1, 0), herald: fmt.Sprintf(hist, 1, 1000), units: u("allocs/op"), target: heraldAtMost(0)})
+	add(&row{label: "allocations per Publish with history, no watcher",
+		k8s: fmt.Sprintf(hist, 0, 0), herald: fmt.Sprintf(hist, 0, 1000), units: u("allocs/op"), target: heraldAtMost(0)})
+	add(&row{label: "Watch()+Stop(), then WatchFrom(1) replaying 1000 kept values + Stop()",
+		k8s: "Resume/herald/watch/replay=false", herald: "Resume/herald/watch/replay=true", units: u("ns/op")})
+	add(&row{label: "reading 10 000 values through Seq, per value: queued live, then replayed by WatchFrom after an eviction",
+		k8s: "Resume/herald/read/live", herald: "Resume/herald/read/catch-up", units: u("ns/value")})
 	return rs
 }
 
@@ -236,7 +254,7 @@ func (r *row) cells() []string {
 
 func format(v float64, unit string) string {
 	switch unit {
-	case "ns/op", "p50-ns", "p99-ns", "publish-ns":
+	case "ns/op", "p50-ns", "p99-ns", "publish-ns", "ns/value":
 		switch {
 		case v < 1e3:
 			return fmt.Sprintf("%.0f ns", v)
@@ -365,9 +383,9 @@ How each workload is measured (bench/*_test.go):
 7. bench/eventsbench: the same mixed stream (` + "`eventstream.MixedStream(10000, 1)`" + `: 1000 objects, half the events about a hot hundred, several sources, reasons with 1 to 15 message variants, 83% exact repeats: the share at which client-go's correlator makes the 207 allocations per event that ANCHORS.md gives for its stream, chosen with client-go alone and checked by ` + "`TestStreamMatchesAnchor`" + `; the rows \"the earlier stream\" use 40%, the share of the figures published before that calibration) through client-go's ` + "`EventCorrelator`" + ` and herald's ` + "`Correlator`" + `, default options, ` + "`UpdateState`" + ` after each written event; a fresh correlator every 10 000 events, so that the spam filter's state does not depend on the run's length (one correlator for the whole run would measure mostly skipped events, cheap for herald and not for client-go, in a proportion set by b.N); real clock on both sides (a pass takes well under the spam filter's refill and the aggregation window, so the decisions match); ` + "`runtime.GC()`" + ` before the timed run and, untimed, before each pass on both sides, so that one pass's garbage (the correlator dropped at its end) is not the next pass's work: with it the figures depend on the workload, not on where the GC pacer happened to be (set HERALD_BENCH_NOPASSGC=1 to compare). The decision shares are over one such pass; aggregation differs on purpose (once a group aggregates, herald aggregates every similar event until the group is quiet, where client-go forgets a random message).
 8. The same stream through ` + "`Recorder.Event`" + ` (even events) and ` + "`Eventf(\"%s\", message)`" + ` (odd ones), one recorder per source, → broadcaster → sink writer with its correlator → a no-op sink, in batches of 500 events followed by a sentinel event the recorder waits for (both recorders drop when their queue of 1000 is full; this keeps both lossless); a fresh pipeline every 10 000 events, set up untimed after a ` + "`runtime.GC()`" + `, on both sides. herald's broadcaster logs to a discarding slog handler. The floor row is the same harness without a correlator: each event is allocated (the sink's own copy, guarantee 6) with its timestamps, formatted by Eventf's Sprintf, published through herald's broadcast ring and handed to the sink; no names, no counters. herald's pipeline can go below it, because events the spam filter skips never reach the sink and their memory is reused.
 
-Raw output (benchstat-compatible) is in bench/out/raw.txt after a run.
+9. ` + "`BenchmarkResume`" + ` (bench/resume_test.go), herald alone: ` + "`Publish`" + ` in a ` + "`b.Loop`" + ` on a broadcaster with ` + "`WithHistory(1000)`" + ` against one without, with no watcher (a publish then only counts, or with history writes the slot: one more atomic operation, see bench-resume.md) and with one full Drop watcher of queue 10 nobody reads (every publish takes the lock and drops for it); ` + "`WatchFrom(1)`" + ` on 1000 kept values then ` + "`Stop`" + `, against ` + "`Watch`" + ` then ` + "`Stop`" + `; then 10 000 values read through ` + "`Seq`" + ` in rounds, timed per value: queued for a Block watcher of queue 10 000 as they were published, against replayed by ` + "`WatchFrom`" + ` once an Evict watcher of queue 100 was evicted by them (the publishing and the eviction untimed).
 
-Resume, history and eviction (herald only; Kubernetes' watch.Broadcaster has none of them) are measured in the broadcast package itself: see [bench-resume.md](bench-resume.md).
+Raw output (benchstat-compatible) is in bench/out/raw.txt after a run. More on resume, history and eviction, from the broadcast package's own benchmarks: [bench-resume.md](bench-resume.md).
 `)
 	return b.String()
 }
