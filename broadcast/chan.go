@@ -58,7 +58,7 @@ func (w *Watcher[T]) makeChanLocked() {
 		// enough for what is queued, filled and closed.
 		w.ch = make(chan T, w.pend.len()+w.ringLenLocked())
 		w.fwd = fwdIdle
-		w.fillLocked()
+		w.fillLocked(nil)
 		w.closeChLocked()
 	default:
 		w.ch = make(chan T, min(ChannelBuffer, w.queueLen)-1)
@@ -114,7 +114,7 @@ func (w *Watcher[T]) deliverLocked() {
 func (w *Watcher[T]) handOverLocked() bool {
 	for {
 		if len(w.ch) == 0 {
-			w.fillLocked()
+			w.fillLocked(nil)
 		}
 		if w.queuedLocked() {
 			return true
@@ -126,30 +126,53 @@ func (w *Watcher[T]) handOverLocked() bool {
 	}
 }
 
-// fillLocked moves w's queued values into its channel, in order, as long as
-// it has room. Sends cannot block: only the filler adds to ch, and readers
-// only make room. Called with mu held and fwd == fwdIdle.
-func (w *Watcher[T]) fillLocked() {
+// fillLocked moves w's queued values into its channel, in order, as long
+// as it has room, and reports how many. Sends cannot block: only the
+// filler adds to ch, and readers only make room. Called with mu held, by
+// whoever fills ch (fwd == fwdIdle, or the running forwarder).
+//
+// Ring values are copied, then claimed with a CAS, then sent: an All loop
+// that began before C() may still claim them. While next is at a value and
+// mu is held, its slot is not overwritten (a publisher would first have to
+// visit w, under mu), and the tail is loaded before the ring (ensureRing).
+// With buf, a batch is claimed with one CAS; without, one value at a time.
+func (w *Watcher[T]) fillLocked(buf *[]T) int {
 	b := w.b
-	for len(w.ch) < cap(w.ch) {
+	moved := 0
+	for room := cap(w.ch) - len(w.ch); room > 0; room = cap(w.ch) - len(w.ch) {
 		if it, ok := w.popLocked(); ok {
 			w.ch <- it.v
-			w.took()
+			moved++
 			continue
 		}
-		t := b.tail()
-		h := w.next.Load()
+		t, h := b.tail(), w.next.Load()
 		if h > t {
-			return
+			break
 		}
-		// The tail is loaded before the ring (ensureRing). An All loop
-		// that began before C() may still claim ring values: the CAS.
-		v := b.ring.Load().at(h)
-		if w.next.CompareAndSwap(h, h+1) {
-			w.ch <- v
-			w.took()
+		r := b.ring.Load()
+		if buf == nil {
+			if v := r.at(h); w.next.CompareAndSwap(h, h+1) {
+				w.ch <- v
+				moved++
+			}
+			continue
+		}
+		k := min(t+1-h, uint64(room))
+		*buf = (*buf)[:0]
+		for q := h; q < h+k; q++ {
+			*buf = append(*buf, r.at(q))
+		}
+		if w.next.CompareAndSwap(h, h+k) {
+			for _, v := range *buf {
+				w.ch <- v
+			}
+			moved += int(k)
 		}
 	}
+	if moved > 0 {
+		w.took()
+	}
+	return moved
 }
 
 // runForwarderLocked sets the forwarder to fill the channel: it wakes the
@@ -169,9 +192,9 @@ func (w *Watcher[T]) runForwarderLocked() {
 	go w.forward()
 }
 
-// forward is the goroutine behind C while the reader lags: it reads w as
-// an All loop does (read, without waiting) and sends each value into ch,
-// holding it (counted in held) while the send blocks. Once caught up it
+// forward is the goroutine behind C while the reader lags: it fills ch in
+// batches (fillLocked) and, once ch is full, takes the next value and
+// holds it (counted in held) while its send blocks. Once caught up it
 // gives the channel back to the publishers (fwdIdle) and waits for
 // runForwarderLocked. It exits when w is stopped, once w has ended and its
 // queue is handed over (closing ch), or when Shutdown's ctx ends: then it
@@ -181,33 +204,25 @@ func (w *Watcher[T]) forward() {
 	b := w.b
 	defer b.fwd.Done()
 	defer close(w.fwdDone)
-	aborted := false
-	send := func(_ uint64, v T) bool {
-		select {
-		case w.ch <- v:
-			return true
-		default:
-		}
-		w.held.Store(1)
-		defer w.held.Store(0)
-		select {
-		case w.ch <- v:
-			// The reader took a value from a full channel: let it take
-			// more before refilling, or every receive wakes this goroutine
-			// for one value, and the two contend for the channel's lock.
-			runtime.Gosched()
-			return true
-		case <-w.stopCh:
-			return false
-		case <-b.fwdAbort:
-			aborted = true
-			return false
-		}
-	}
 	var batch []T // kept across runs: no allocation per wake-up
 	for spun := false; ; {
-		w.readInto(&batch, false, false, send)
-		if !spun && !aborted && !w.stopped.Load() {
+		if v, full := w.fillOrTake(&batch); full {
+			sent, aborted := w.sendHeld(v)
+			if aborted {
+				w.idle(true) // the value in hand is dropped, counted, with the rest
+				return
+			}
+			if sent {
+				// The reader took a value from a full channel: let it
+				// take more before refilling, or every receive wakes this
+				// goroutine for one value, and the two contend for the
+				// channel's lock.
+				runtime.Gosched()
+				spun = false
+				continue
+			}
+		}
+		if !spun && !w.stopped.Load() {
 			// Caught up: give the publisher one turn before handing the
 			// channel back, so that a busy stream stays with this
 			// goroutine, in batches.
@@ -216,7 +231,7 @@ func (w *Watcher[T]) forward() {
 			continue
 		}
 		spun = false
-		if w.idle(aborted) {
+		if w.idle(false) {
 			return
 		}
 		select {
@@ -225,6 +240,49 @@ func (w *Watcher[T]) forward() {
 		case <-b.fwdAbort:
 		}
 	}
+}
+
+// sendHeld sends v, claimed and counted in held, blocking until the
+// reader makes room, Stop, or Shutdown's abort.
+func (w *Watcher[T]) sendHeld(v T) (sent, aborted bool) {
+	defer w.held.Store(0)
+	select {
+	case w.ch <- v:
+		return true, false
+	case <-w.stopCh:
+		return false, false
+	case <-w.b.fwdAbort:
+		return false, true
+	}
+}
+
+// fillOrTake fills w's channel (fillLocked, a batch at a time through
+// buf) and, if values remain once it is full, claims the next one, counted
+// in held, for the forwarder to send blocking, outside the lock. It
+// reports false once w is stopped or nothing remains.
+func (w *Watcher[T]) fillOrTake(buf *[]T) (T, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	defer clear(*buf) // no reference to a value stays behind
+	for !w.stopped.Load() {
+		w.fillLocked(buf)
+		if it, ok := w.popLocked(); ok {
+			w.held.Store(1)
+			w.took()
+			return it.v, true
+		}
+		h := w.next.Load()
+		if h > w.b.tail() {
+			break
+		}
+		if v := w.b.ring.Load().at(h); w.next.CompareAndSwap(h, h+1) {
+			w.held.Store(1)
+			w.took()
+			return v, true
+		}
+	}
+	var zero T
+	return zero, false
 }
 
 // idle is the forwarder's step once caught up: it reports true when the
@@ -290,7 +348,7 @@ func (w *Watcher[T]) endForwarderLocked() {
 	if w.fwd != fwdIdle {
 		return
 	}
-	w.fillLocked()
+	w.fillLocked(nil)
 	if w.queuedLocked() || w.fwdDone != nil {
 		w.runForwarderLocked()
 		return

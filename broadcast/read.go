@@ -19,7 +19,7 @@ const batchSize = 64
 func (w *Watcher[T]) All() iter.Seq[T] {
 	w.made()
 	return func(yield func(T) bool) {
-		w.read(true, true, func(_ uint64, v T) bool { return yield(v) })
+		w.read(func(_ uint64, v T) bool { return yield(v) })
 	}
 }
 
@@ -32,33 +32,21 @@ func (w *Watcher[T]) All() iter.Seq[T] {
 func (w *Watcher[T]) Seq() iter.Seq2[uint64, T] {
 	w.made()
 	return func(yield func(uint64, T) bool) {
-		w.read(true, true, yield)
+		w.read(yield)
 	}
 }
 
 // read yields w's values with their sequence numbers until yield returns
-// false or w ends. If viaChan, it reads w's channel once C() was called
-// (All, Seq); the forwarder, which fills that channel, does not, and it
-// does not wait either (!wait): it returns once caught up.
+// false or w ends; once C() was called it reads w's channel.
 //
 // Each value is taken by exactly one reader: pend values are popped under
 // mu; ring values are copied under mu, in a batch, and each is claimed just
 // before it is yielded by moving next past it with a CAS. Until then it
 // stays queued, counted by publishers and visible to every other reader; a
 // failed CAS means someone else moved next (another reader, a publisher
-// spilling or dropping), and the rest of the batch is stale.
-func (w *Watcher[T]) read(viaChan, wait bool, yield func(uint64, T) bool) {
-	w.readInto(nil, viaChan, wait, yield)
-}
-
-// readInto is read with a batch buffer of the caller's (the forwarder
-// keeps one across its runs), or a new one if buf is nil.
-func (w *Watcher[T]) readInto(buf *[]T, viaChan, wait bool, yield func(uint64, T) bool) {
+// spilling or dropping, C()'s filler), and the rest of the batch is stale.
+func (w *Watcher[T]) read(yield func(uint64, T) bool) {
 	rd := reader[T]{w: w}
-	if buf != nil {
-		rd.batch = *buf
-		defer func() { *buf = rd.batch }()
-	}
 	defer func() { clear(rd.batch[:cap(rd.batch)]) }()
 	for {
 		if rd.idle() {
@@ -70,7 +58,7 @@ func (w *Watcher[T]) readInto(buf *[]T, viaChan, wait bool, yield func(uint64, T
 			w.mu.Unlock()
 			return
 		}
-		if ch := w.ch; ch != nil && viaChan {
+		if ch := w.ch; ch != nil {
 			w.mu.Unlock()
 			w.readChan(ch, yield)
 			return
@@ -89,7 +77,7 @@ func (w *Watcher[T]) readInto(buf *[]T, viaChan, wait bool, yield func(uint64, T
 			}
 			continue
 		}
-		if w.ended || !wait {
+		if w.ended {
 			w.mu.Unlock()
 			return
 		}
