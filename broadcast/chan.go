@@ -263,7 +263,7 @@ func (w *Watcher[T]) sendHeld(v T) (sent, aborted bool) {
 func (w *Watcher[T]) fillOrTake(buf *[]T) (T, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	defer clear(*buf) // no reference to a value stays behind
+	defer func() { clear((*buf)[:cap(*buf)]) }() // no reference to a value stays behind
 	for !w.stopped.Load() {
 		w.fillLocked(buf)
 		if it, ok := w.popLocked(); ok {
