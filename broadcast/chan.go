@@ -86,6 +86,7 @@ func (w *Watcher[T]) queuedLocked() bool {
 // deliver is a publish's wake-up of a C() watcher whose forwarder is idle.
 func (w *Watcher[T]) deliver() {
 	w.mu.Lock()
+	w.starter.parked = false // a waker took it off the list
 	if w.fwd == fwdIdle && !w.ended {
 		w.deliverLocked()
 	}
@@ -119,7 +120,7 @@ func (w *Watcher[T]) handOverLocked() bool {
 		if w.queuedLocked() {
 			return true
 		}
-		w.b.parkStarter(w.starter)
+		w.b.park(w.starter)
 		if !w.queuedLocked() {
 			return false
 		}

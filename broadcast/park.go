@@ -1,7 +1,5 @@
 package broadcast
 
-import "sync/atomic"
-
 // A waiter is one goroutine waiting for values of a watcher: an All loop or
 // a C() forwarder. While it waits it is on the broadcaster's parked list,
 // and the next publish wakes it. A forwarder that has not started yet is
@@ -17,38 +15,26 @@ type waiter[T any] struct {
 	wake  chan struct{} // cap 1: the token a waker leaves
 	start *Watcher[T]   // deliver to this watcher's channel instead of waking
 	next  *waiter[T]    // the stack's link; written by the waiter before its push
-	// On the stack, or on a list a waker took. A loop's flag is its own:
-	// set when it pushes, cleared when it receives the token (wakers take
-	// a waiter off the stack and then leave it a token, one for one, so a
-	// loop never receives a token while it is on a list). A starter has no
-	// goroutine to receive tokens: the waker clears its startParked.
-	parked      bool
-	startParked atomic.Bool
+	// On the stack, or on a list a waker took; set by park, which pushes
+	// n. A loop's flag is its own: cleared when it receives the token
+	// (wakers take a waiter off the stack and then leave it a token, one
+	// for one, so a loop never receives a token while it is on a list). A
+	// starter's is guarded by its watcher's mu: parked under it, cleared
+	// by deliver under it.
+	parked bool
 }
 
 func newWaiter[T any]() *waiter[T] {
 	return &waiter[T]{wake: make(chan struct{}, 1)}
 }
 
-// park puts a read loop's n on the parked list, unless it is there
-// already. Called by the loop that owns n.
+// park puts n on the parked list, unless it is there already. Called by
+// the loop that owns n, or, for a starter, with its watcher's mu held.
 func (b *Broadcaster[T]) park(n *waiter[T]) {
-	if !n.parked {
-		n.parked = true
-		b.push(n)
+	if n.parked {
+		return
 	}
-}
-
-// parkStarter puts a C() watcher's starter on the parked list, unless it
-// is there already. Called with the watcher's mu held.
-func (b *Broadcaster[T]) parkStarter(n *waiter[T]) {
-	if n.startParked.CompareAndSwap(false, true) {
-		b.push(n)
-	}
-}
-
-// push puts n on top of the parked stack.
-func (b *Broadcaster[T]) push(n *waiter[T]) {
+	n.parked = true
 	for {
 		h := b.parked.Load()
 		n.next = h
@@ -66,12 +52,11 @@ func (b *Broadcaster[T]) wakeParked() {
 		return
 	}
 	for n := b.parked.Swap(nil); n != nil; {
-		// Read the link before n may push itself again, which rewrites
-		// it: before clearing a starter's flag, before a loop's token.
+		// Read the link before n may be pushed again, which rewrites it:
+		// before a starter's deliver, before a loop's token.
 		next := n.next
 		n.next = nil
 		if n.start != nil {
-			n.startParked.Store(false)
 			n.start.deliver()
 		} else {
 			select {
