@@ -130,19 +130,24 @@ func (w *Watcher[T]) handOverLocked() bool {
 // fillLocked moves w's queued values into its channel, in order, as long
 // as it has room, and reports how many. Sends cannot block: only the
 // filler adds to ch, and readers only make room. Called with mu held, by
-// whoever fills ch (fwd == fwdIdle, or the running forwarder).
+// whoever fills ch (fwd == fwdIdle, or the running forwarder). With buf,
+// ring values are claimed a batch at a time, one CAS for what fits;
+// without, one at a time (takeLocked).
 //
-// Ring values are copied, then claimed with a CAS, then sent: an All loop
-// that began before C() may still claim them. While next is at a value and
-// mu is held, its slot is not overwritten (a publisher would first have to
+// A batch is copied, then claimed, then sent: an All loop that began
+// before C() may still claim ring values. While next is at a value and mu
+// is held, its slot is not overwritten (a publisher would first have to
 // visit w, under mu), and the tail is loaded before the ring (ensureRing).
-// With buf, a batch is claimed with one CAS; without, one value at a time.
 func (w *Watcher[T]) fillLocked(buf *[]T) int {
 	b := w.b
 	moved := 0
 	for room := cap(w.ch) - len(w.ch); room > 0; room = cap(w.ch) - len(w.ch) {
-		if it, ok := w.popLocked(); ok {
-			w.ch <- it.v
+		if buf == nil || w.pend.len() > 0 {
+			v, ok := w.takeLocked()
+			if !ok {
+				break
+			}
+			w.ch <- v
 			moved++
 			continue
 		}
@@ -151,13 +156,6 @@ func (w *Watcher[T]) fillLocked(buf *[]T) int {
 			break
 		}
 		r := b.ring.Load()
-		if buf == nil {
-			if v := r.at(h); w.next.CompareAndSwap(h, h+1) {
-				w.ch <- v
-				moved++
-			}
-			continue
-		}
 		k := min(t+1-h, uint64(room))
 		*buf = (*buf)[:0]
 		for q := h; q < h+k; q++ {
@@ -174,6 +172,25 @@ func (w *Watcher[T]) fillLocked(buf *[]T) int {
 		w.took()
 	}
 	return moved
+}
+
+// takeLocked claims w's next queued value: from pend, else from the ring
+// with a CAS on next, retried when an All loop that began before C() took
+// it first. It reports false when nothing is queued. Called with mu held.
+func (w *Watcher[T]) takeLocked() (T, bool) {
+	for {
+		if it, ok := w.popLocked(); ok {
+			return it.v, true
+		}
+		h := w.next.Load()
+		if h > w.b.tail() {
+			var zero T
+			return zero, false
+		}
+		if v := w.b.ring.Load().at(h); w.next.CompareAndSwap(h, h+1) {
+			return v, true
+		}
+	}
 }
 
 // runForwarderLocked sets the forwarder to fill the channel: it wakes the
@@ -265,25 +282,17 @@ func (w *Watcher[T]) fillOrTake(buf *[]T) (T, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	defer func() { clear((*buf)[:cap(*buf)]) }() // no reference to a value stays behind
-	for !w.stopped.Load() {
-		w.fillLocked(buf)
-		if it, ok := w.popLocked(); ok {
-			w.held.Store(1)
-			w.took()
-			return it.v, true
-		}
-		h := w.next.Load()
-		if h > w.b.tail() {
-			break
-		}
-		if v := w.b.ring.Load().at(h); w.next.CompareAndSwap(h, h+1) {
-			w.held.Store(1)
-			w.took()
-			return v, true
-		}
+	if w.stopped.Load() {
+		var zero T
+		return zero, false
 	}
-	var zero T
-	return zero, false
+	w.fillLocked(buf)
+	v, ok := w.takeLocked()
+	if ok {
+		w.held.Store(1)
+		w.took()
+	}
+	return v, ok
 }
 
 // idle is the forwarder's step once caught up: it reports true when the
