@@ -150,6 +150,18 @@ func shutdownReading(t testing.TB, b *broadcast.Broadcaster[int], w *broadcast.W
 	return <-done
 }
 
+// readAfterShutdown shuts b down and reads w to its end through rp: while
+// Shutdown runs if during (a C() watcher holding more than its channel
+// buffers, which Shutdown waits for), after it returns otherwise.
+func readAfterShutdown(t testing.TB, b *broadcast.Broadcaster[int], w *broadcast.Watcher[int], rp readPath, during bool) []int {
+	t.Helper()
+	if during {
+		return shutdownReading(t, b, w, rp)
+	}
+	shutdown(t, b)
+	return rp.take(t, w, -1)
+}
+
 func checkStats(t testing.TB, b *broadcast.Broadcaster[int], want broadcast.Stats) {
 	t.Helper()
 	if d := cmp.Diff(want, b.Stats()); d != "" {
@@ -524,13 +536,7 @@ func TestNeverReadingWatcher(t *testing.T) {
 						if l := w.Len(); l != len(want) {
 							t.Errorf("Len() = %d, want %d", l, len(want))
 						}
-						var got []int
-						if touched {
-							got = shutdownReading(t, b, w, rp)
-						} else {
-							shutdown(t, b)
-							got = rp.take(t, w, -1)
-						}
+						got := readAfterShutdown(t, b, w, rp, touched)
 						if d := diff(want, got); d != "" {
 							t.Errorf("held values (-want +got):\n%s", d)
 						}
@@ -639,13 +645,7 @@ func TestLossyAfterReaderFreesRoom(t *testing.T) {
 					if l := w.Len(); l != len(rest) {
 						t.Errorf("Len() = %d, want %d", l, len(rest))
 					}
-					var got []int
-					if viaC {
-						got = shutdownReading(t, b, w, rp)
-					} else {
-						shutdown(t, b)
-						got = rp.take(t, w, -1)
-					}
+					got := readAfterShutdown(t, b, w, rp, viaC)
 					if d := diff(rest, got); d != "" {
 						t.Errorf("after Shutdown (-want +got):\n%s", d)
 					}
