@@ -24,15 +24,14 @@ const (
 // While the channel is empty, a publisher puts the new values in it
 // itself, so a reader that keeps up gets each value with no goroutine in
 // between. When the reader lags, a goroutine of the watcher (started the
-// first time, parked when idle) fills the channel in batches: it reads the
-// watcher as [Watcher.All] does, holding the next value in a blocked send
-// when the channel is full. The channel holds fewer than [ChannelBuffer]
-// values and that goroutine one more, so a watcher read through C may hold
-// up to min(ChannelBuffer, queue length) values beyond its queue length;
-// they are never dropped, and [Watcher.Len] counts them. Because the queue
-// must be handed over before the channel is closed, Shutdown waits for C
-// readers to take what does not fit in the channel (see
-// [Broadcaster.Shutdown]).
+// first time, parked when idle) fills the channel in batches, holding the
+// next value in a blocked send when the channel is full. The channel holds
+// fewer than [ChannelBuffer] values and that goroutine one more, so a
+// watcher read through C may hold up to min(ChannelBuffer, queue length)
+// values beyond its queue length; they are never dropped, and
+// [Watcher.Len] counts them. Because the queue must be handed over before
+// the channel is closed, Shutdown waits for C readers to take what does
+// not fit in the channel (see [Broadcaster.Shutdown]).
 func (w *Watcher[T]) C() <-chan T {
 	w.made()
 	w.mu.Lock()
