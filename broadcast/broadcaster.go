@@ -48,7 +48,6 @@ type Broadcaster[T any] struct {
 	cfg      config
 	closedCh chan struct{} // closed when Shutdown begins: wakes turn waiters
 	abort    chan struct{} // closed when Shutdown's ctx ends: waiting publishers give up
-	fwdAbort chan struct{} // closed after that, once watchers have ended: forwarders give up
 	room     chan struct{} // cap 1: the waiting publisher should look again
 	fwd      sync.WaitGroup
 
@@ -75,8 +74,16 @@ type Broadcaster[T any] struct {
 	turn       chan struct{} // closed when busy clears; nil if nobody waits for it
 	shutDone   chan struct{} // closed when the first Shutdown has finished
 	abortOnce  sync.Once
-	fwdOnce    sync.Once
 	abortLost  atomic.Bool // a forwarder dropped values when Shutdown aborted it
+
+	// fwdMu guards these: the watchers whose C() forwarder goroutine has
+	// started and not exited, and whether Shutdown aborted forwarders.
+	// Lock order: a watcher's mu, then fwdMu. A forwarder blocks on its
+	// watcher's channels only (quit): a channel shared by every forwarder
+	// would have its lock taken by each of their selects.
+	fwdMu      sync.Mutex
+	fwdRun     map[*Watcher[T]]struct{}
+	fwdAborted bool
 
 	// The parked list (park.go): a lock-free stack of waiting readers.
 	parked atomic.Pointer[waiter[T]]
@@ -112,7 +119,7 @@ func (b *Broadcaster[T]) init() {
 	}
 	b.closedCh = make(chan struct{})
 	b.abort = make(chan struct{})
-	b.fwdAbort = make(chan struct{})
+	b.fwdRun = make(map[*Watcher[T]]struct{})
 	b.evictedCtx = make(map[*Watcher[T]]struct{})
 	b.room = make(chan struct{}, 1)
 	b.attn = math.MaxUint64
@@ -331,5 +338,16 @@ func (b *Broadcaster[T]) abortWaits() {
 // forwarder that gave up earlier would close its channel with a value
 // still to come for it.
 func (b *Broadcaster[T]) abortForwarders() {
-	b.fwdOnce.Do(func() { close(b.fwdAbort) })
+	b.fwdMu.Lock()
+	b.fwdAborted = true
+	ws := make([]*Watcher[T], 0, len(b.fwdRun))
+	for w := range b.fwdRun {
+		ws = append(ws, w)
+	}
+	b.fwdMu.Unlock()
+	for _, w := range ws {
+		w.mu.Lock()
+		w.closeQuitLocked()
+		w.mu.Unlock()
+	}
 }

@@ -61,7 +61,7 @@ func (w *Watcher[T]) makeChanLocked() {
 		w.closeChLocked()
 	default:
 		w.ch = make(chan T, min(ChannelBuffer, w.queueLen)-1)
-		w.stopCh = make(chan struct{})
+		w.quit = make(chan struct{})
 		w.starter = &waiter[T]{start: w}
 		w.fwd = fwdIdle
 		w.changedLocked()
@@ -205,8 +205,25 @@ func (w *Watcher[T]) runForwarderLocked() {
 	}
 	w.fwdDone = make(chan struct{})
 	w.fwdWake = make(chan struct{}, 1)
-	w.b.fwd.Add(1)
+	b := w.b
+	b.fwd.Add(1)
+	b.fwdMu.Lock()
+	b.fwdRun[w] = struct{}{}
+	aborted := b.fwdAborted
+	b.fwdMu.Unlock()
+	if aborted {
+		w.closeQuitLocked()
+	}
 	go w.forward()
+}
+
+// closeQuitLocked closes quit once: Stop, or Shutdown's abort (then w is
+// not stopped). Called with mu held.
+func (w *Watcher[T]) closeQuitLocked() {
+	if w.quit != nil && !w.quitted {
+		w.quitted = true
+		close(w.quit)
+	}
 }
 
 // forward is the goroutine behind C while the reader lags: it fills ch in
@@ -220,6 +237,11 @@ func (w *Watcher[T]) runForwarderLocked() {
 func (w *Watcher[T]) forward() {
 	b := w.b
 	defer b.fwd.Done()
+	defer func() {
+		b.fwdMu.Lock()
+		delete(b.fwdRun, w)
+		b.fwdMu.Unlock()
+	}()
 	defer close(w.fwdDone)
 	var batch []T // kept across runs: no allocation per wake-up
 	for spun := false; ; {
@@ -253,23 +275,21 @@ func (w *Watcher[T]) forward() {
 		}
 		select {
 		case <-w.fwdWake:
-		case <-w.stopCh:
-		case <-b.fwdAbort:
+		case <-w.quit:
 		}
 	}
 }
 
 // sendHeld sends v, claimed and counted in held, blocking until the
-// reader makes room, Stop, or Shutdown's abort.
+// reader makes room, Stop, or Shutdown's abort (quit closed while w is
+// not stopped).
 func (w *Watcher[T]) sendHeld(v T) (sent, aborted bool) {
 	defer w.held.Store(0)
 	select {
 	case w.ch <- v:
 		return true, false
-	case <-w.stopCh:
-		return false, false
-	case <-w.b.fwdAbort:
-		return false, true
+	case <-w.quit:
+		return false, !w.stopped.Load()
 	}
 }
 
@@ -333,19 +353,17 @@ func (w *Watcher[T]) idle(aborted bool) bool {
 
 // stopForwarderLocked ends the filling of ch for Stop: with no goroutine
 // sending, ch is closed now (keeping its buffer); a running forwarder is
-// released from its send by stopCh and closes ch itself. Called with mu
+// released from its send by quit and closes ch itself. Called with mu
 // held.
 func (w *Watcher[T]) stopForwarderLocked() {
 	switch w.fwd {
 	case fwdIdle:
 		// The starter stays on the parked list until the next wake-up,
-		// which finds the channel closed; a parked forwarder sees stopCh.
+		// which finds the channel closed; a parked forwarder sees quit.
 		w.closeChLocked()
-		if w.stopCh != nil {
-			close(w.stopCh)
-		}
+		w.closeQuitLocked()
 	case fwdRunning:
-		close(w.stopCh)
+		w.closeQuitLocked()
 	}
 }
 

@@ -1,9 +1,11 @@
 package broadcast_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/heraldgo/herald/broadcast"
 	"github.com/heraldgo/herald/internal/testutil"
@@ -107,4 +109,40 @@ func TestEvictPolicyString(t *testing.T) {
 	if got := broadcast.Evict.String(); got != "Evict" {
 		t.Errorf("Evict.String() = %q", got)
 	}
+}
+
+// TestShutdownAbortReachesEvictedC: an evicted watcher is no longer
+// registered, yet its C() goroutine still hands its queue over; when
+// nobody reads it, Shutdown's ctx ending must still make that goroutine
+// give up. The watcher (Evict, queue length 10) holds 9 values in its
+// channel, 1 in the goroutine's blocked send and 10 queued; value 21
+// evicts it (dropped). Shutdown then waits for a reader that never comes,
+// its ctx ends, and the 11 values outside the channel are dropped,
+// counted: the channel keeps 1..9 and is closed.
+func TestShutdownAbortReachesEvictedC(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newB(t)
+		w := watch(t, b, with(broadcast.Evict, 10)...)
+		ch := w.C()
+		for v := 1; v <= 21; v++ {
+			publish(t, b, v)
+			synctest.Wait() // the goroutine takes what it can
+		}
+		if err := w.Err(); !errors.Is(err, broadcast.ErrEvicted) {
+			t.Fatalf("Err() = %v, want ErrEvicted (value 21 found the queue full)", err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if err := b.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Shutdown = %v, want DeadlineExceeded (nobody reads the evicted watcher's 11 values beyond its channel)", err)
+		}
+		checkDropped(t, "evicted watcher after the abort", w, 12)
+		var got []int
+		for v := range ch {
+			got = append(got, v)
+		}
+		if d := diff(testutil.Seq(1, 10), got); d != "" {
+			t.Errorf("the channel after the abort (-want +got):\n%s", d)
+		}
+	})
 }

@@ -42,7 +42,8 @@ type Watcher[T any] struct {
 	ended   bool     // Shutdown: readers drain what is queued, then end
 	fwd     fwdState // the C() forwarder (chan.go)
 	ch      chan T
-	stopCh  chan struct{} // closed by Stop: releases the forwarder's send
+	quit    chan struct{} // closed by Stop or Shutdown's abort: releases the forwarder
+	quitted bool          // quit is closed
 	fwdDone chan struct{} // closed when the forwarder has exited; nil until it starts
 	fwdWake chan struct{} // cap 1: the idle forwarder must run
 	starter *waiter[T]    // on the parked list while the forwarder is pending
