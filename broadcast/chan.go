@@ -65,7 +65,7 @@ func (w *Watcher[T]) makeChanLocked() {
 		w.starter = &waiter[T]{start: w}
 		w.fwd = fwdIdle
 		w.changedLocked()
-		w.deliverLocked()
+		w.deliverLocked(nil)
 	}
 }
 
@@ -82,12 +82,13 @@ func (w *Watcher[T]) queuedLocked() bool {
 	return w.pend.len() > 0 || w.next.Load() <= w.b.tail()
 }
 
-// deliver is a publish's wake-up of a C() watcher whose forwarder is idle.
-func (w *Watcher[T]) deliver() {
+// deliver is a publish's wake-up of a C() watcher whose forwarder is idle:
+// again is that wake-up's chain of starters to park again.
+func (w *Watcher[T]) deliver(again *chain[T]) {
 	w.mu.Lock()
 	w.starter.parked = false // a waker took it off the list
 	if w.fwd == fwdIdle && !w.ended {
-		w.deliverLocked()
+		w.deliverLocked(again)
 	}
 	w.mu.Unlock()
 }
@@ -95,8 +96,8 @@ func (w *Watcher[T]) deliver() {
 // deliverLocked hands what is queued for w over to its channel
 // (handOverLocked), and gives what remains to the forwarder, started or
 // woken here. Called with mu held and fwd == fwdIdle.
-func (w *Watcher[T]) deliverLocked() {
-	if w.handOverLocked() {
+func (w *Watcher[T]) deliverLocked(again *chain[T]) {
+	if w.handOverLocked(again) {
 		w.runForwarderLocked()
 	}
 }
@@ -104,20 +105,26 @@ func (w *Watcher[T]) deliverLocked() {
 // handOverLocked puts what is queued for w into its channel if the channel
 // is empty (the reader keeps up), and reports whether values remain, which
 // are then the forwarder's: a reader that lags gets them in batches
-// instead of a wake-up per publish. With nothing left it leaves w's starter
-// on the parked list, so that the next publish calls deliver. Called with
-// mu held and fwd == fwdIdle: nobody else sends on ch meanwhile.
+// instead of a wake-up per publish. With nothing left it parks w's starter
+// again, so that the next publish calls deliver. Called with mu held and
+// fwd == fwdIdle: nobody else sends on ch meanwhile.
 //
-// The starter is parked before the last look at the tail: a publisher
-// stores the tail before it takes the parked list, so either this sees
-// its value or it finds the starter.
-func (w *Watcher[T]) handOverLocked() bool {
+// From a publish's wake-up the starter goes on that wake-up's chain
+// (again), which wakeParked pushes and then looks after. Otherwise it is
+// parked before the last look at the tail: a publisher stores the tail
+// before it takes the parked list, so either this sees its value or it
+// finds the starter.
+func (w *Watcher[T]) handOverLocked(again *chain[T]) bool {
 	for {
 		if len(w.ch) == 0 {
 			w.fillLocked(nil)
 		}
 		if w.queuedLocked() {
 			return true
+		}
+		if again != nil {
+			again.add(w.starter)
+			return false
 		}
 		w.b.park(w.starter)
 		if !w.queuedLocked() {
@@ -345,7 +352,7 @@ func (w *Watcher[T]) idle(aborted bool) bool {
 		return false
 	}
 	w.fwd = fwdIdle
-	if w.handOverLocked() {
+	if w.handOverLocked(nil) {
 		w.runForwarderLocked() // leaves a token for the wait that follows
 	}
 	return false

@@ -47,17 +47,46 @@ func (b *Broadcaster[T]) park(n *waiter[T]) {
 // wakeParked wakes every parked waiter. Publishers call it after each
 // commit (one atomic load when nobody is parked), Stop and Shutdown so
 // that no stopped watcher stays referenced from the list.
+//
+// A starter whose channel took the new values is parked again, but not
+// one by one: wakeParked chains them and pushes the chain with one CAS,
+// then looks at the tail. Each starter found nothing more queued under
+// its watcher's mu, with the tail at t0 or later; if the tail is still t0
+// after the push, every later commit stores its tail after the push and
+// finds the chain on the stack. If it moved, a commit may have taken the
+// stack before the chain was on it: wakeParked goes round again.
 func (b *Broadcaster[T]) wakeParked() {
-	if b.parked.Load() == nil {
-		return
+	for b.parked.Load() != nil {
+		t0 := b.tail()
+		again := b.wakeAll()
+		if again.top == nil {
+			return
+		}
+		for {
+			h := b.parked.Load()
+			again.bottom.next = h
+			if b.parked.CompareAndSwap(h, again.top) {
+				break
+			}
+		}
+		if b.tail() == t0 {
+			return
+		}
 	}
+}
+
+// wakeAll takes the whole stack and wakes each waiter: a loop gets a
+// token, a starter's watcher gets the new values (deliver). It returns the
+// starters to park again.
+func (b *Broadcaster[T]) wakeAll() chain[T] {
+	var again chain[T]
 	for n := b.parked.Swap(nil); n != nil; {
 		// Read the link before n may be pushed again, which rewrites it:
 		// before a starter's deliver, before a loop's token.
 		next := n.next
 		n.next = nil
 		if n.start != nil {
-			n.start.deliver()
+			n.start.deliver(&again)
 		} else {
 			select {
 			case n.wake <- struct{}{}:
@@ -65,5 +94,19 @@ func (b *Broadcaster[T]) wakeParked() {
 			}
 		}
 		n = next
+	}
+	return again
+}
+
+// chain is the starters one wakeParked parks again, pushed with one CAS.
+type chain[T any] struct{ top, bottom *waiter[T] }
+
+// add parks the starter n on c. Called with n's watcher's mu held.
+func (c *chain[T]) add(n *waiter[T]) {
+	n.parked = true
+	n.next = c.top
+	c.top = n
+	if c.bottom == nil {
+		c.bottom = n
 	}
 }
