@@ -52,11 +52,13 @@ type Broadcaster[T any] struct {
 	fwd      sync.WaitGroup
 
 	// Atomics, read without locks. tailw packs the sequence number of the
-	// last value (tailw >> 2, also Stats().Published) with watchedBit and
-	// writingBit (see tailBits); it is written under mu while watchedBit is
-	// set, and by an idle publish (a CAS) while it is clear. ring and
-	// nBlockFor are written under mu.
+	// last value (tailw >> seqShift, also Stats().Published) with
+	// watchedBit, gateBit and writingBit (see their constants): mu's
+	// holder writes it with the gate closed; otherwise publishes do, with
+	// a CAS. attnA is attn as of the last time mu's holder opened the
+	// gate. ring and nBlockFor are written under mu.
 	tailw     atomic.Uint64
+	attnA     atomic.Uint64
 	ring      atomic.Pointer[ring[T]]
 	dropped   atomic.Uint64
 	nBlockFor atomic.Int32
@@ -89,15 +91,24 @@ type Broadcaster[T any] struct {
 	parked atomic.Pointer[waiter[T]]
 }
 
-// The tail word's bits. watchedBit says that Publish must take the lock:
-// watchers exist, Shutdown began, or a publisher waiting for room has yet to
-// commit. With it clear, a publish only counts (a CAS), or, with history,
-// takes writingBit for the slot write (idlePublish): the tail word is then
-// the lock, and setWatched waits for it before it sets watchedBit.
+// The tail word's bits.
+//
+//   - watchedBit: watchers exist, Shutdown began, a publisher waits for
+//     room, or mu's holder closed the gate. With it clear a publish only
+//     counts (a CAS), or, with history, takes writingBit for the slot write
+//     (idlePublish).
+//   - gateBit: the gate is closed: every publish takes mu. Set with
+//     watchedBit by mu's holder (closeGate) while it needs the tail to
+//     stay still, and kept while a publisher waits for room or after
+//     Shutdown began. With watchedBit set and gateBit clear, a publish
+//     below the attention bound commits without mu (fastPublish).
+//   - writingBit: a publish without mu is writing its slot; the tail word
+//     is then the lock. closeGate waits for it.
 const (
 	watchedBit = 1
-	writingBit = 2
-	seqShift   = 2
+	gateBit    = 2
+	writingBit = 4
+	seqShift   = 3
 )
 
 // New returns a broadcaster. opts set the defaults for its watchers: queue
@@ -135,20 +146,40 @@ func (b *Broadcaster[T]) ready() { b.initOnce.Do(b.init) }
 // tail returns the sequence number of the last value published.
 func (b *Broadcaster[T]) tail() uint64 { return b.tailw.Load() >> seqShift }
 
-// setWatched sets watchedBit, once no idle publish is writing a slot: from
-// then on every publish takes mu, and the tail is stable while it is held.
-// Called with mu held.
-func (b *Broadcaster[T]) setWatched() {
+// lock locks mu and closes the gate: until unlock, no publish runs without
+// mu, so the tail, the ring and the tail word's bits are its holder's.
+func (b *Broadcaster[T]) lock() {
+	b.mu.Lock()
 	for {
 		x := b.tailw.Load()
 		if x&writingBit != 0 {
-			runtime.Gosched() // an idle publish is between its CAS and its store
+			runtime.Gosched() // a publish is between its CAS and its store
 			continue
 		}
-		if x&watchedBit != 0 || b.tailw.CompareAndSwap(x, x|watchedBit) {
+		const closed = watchedBit | gateBit
+		if x&closed == closed || b.tailw.CompareAndSwap(x, x|closed) {
 			return
 		}
 	}
+}
+
+// unlock opens the gate as far as the state allows, then unlocks mu:
+// without watchers (and no Shutdown or waiting publisher) publishes only
+// count; with watchers they commit without mu below the attention bound,
+// unless a publisher waits for room (the turn) or Shutdown began. attn is
+// published in attnA before the tail word, which a publish without mu
+// loads (a CAS) before it reads attnA again.
+func (b *Broadcaster[T]) unlock() {
+	bits := uint64(0)
+	switch {
+	case b.closed || b.busy:
+		bits = watchedBit | gateBit
+	case len(b.watchers) > 0:
+		bits = watchedBit
+	}
+	b.attnA.Store(b.attn)
+	b.tailw.Store(b.tail()<<seqShift | bits)
+	b.mu.Unlock()
 }
 
 // Watch registers a watcher. It receives every value whose Publish is called
@@ -217,20 +248,19 @@ func (b *Broadcaster[T]) watch(prefix []T, from *uint64, opts []Option) (*Watche
 	}
 	w.pendAll.Store(int64(len(prefix)))
 
-	b.mu.Lock()
-	defer b.mu.Unlock()
+	b.lock()
+	defer b.unlock()
 	if b.closed {
 		return nil, ErrClosed
 	}
-	// From here Publish takes mu, so the tail read below stays the last
-	// value published before this watcher: the registration barrier.
-	b.setWatched()
+	// The gate is closed: every Publish takes mu, so the tail read below
+	// stays the last value published before this watcher: the
+	// registration barrier.
 	w.liveFrom = b.tail() + 1
 	start := w.liveFrom
 	if from != nil {
 		s, err := b.replayFrom(*from)
 		if err != nil {
-			b.unwatchedLocked()
 			return nil, err
 		}
 		start = s
@@ -289,17 +319,6 @@ func (b *Broadcaster[T]) remove(w *Watcher[T]) {
 	w.index = -1
 	if w.policy.kind == kindBlockFor {
 		b.nBlockFor.Add(-1)
-	}
-	b.unwatchedLocked()
-}
-
-// unwatchedLocked lets publishes count without the lock if nobody watches.
-// Not while a publisher waits for room (its commit stores the tail from the
-// sequence number it read before waiting, and clears the bit), nor with
-// history, which every publish writes. Called with mu held.
-func (b *Broadcaster[T]) unwatchedLocked() {
-	if len(b.watchers) == 0 && !b.closed && !b.busy {
-		b.tailw.And(^uint64(watchedBit))
 	}
 }
 

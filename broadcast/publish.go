@@ -50,12 +50,22 @@ func (b *Broadcaster[T]) TryPublish(v T) (bool, error) {
 // turn with its room signal, and the parked readers.
 func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, error) {
 	for {
-		// Nobody watches: no lock (idlePublish).
-		if x := b.tailw.Load(); x&watchedBit == 0 {
+		x := b.tailw.Load()
+		if x&watchedBit == 0 {
+			// Nobody watches: no lock (idlePublish).
 			if b.idlePublish(x, v) {
 				return true, nil
 			}
 			continue
+		}
+		if x&(gateBit|writingBit) == 0 {
+			// The gate is open: below the attention bound, no lock.
+			if ok, done := b.fastPublish(x, v); ok {
+				b.wakeParked()
+				return true, nil
+			} else if !done {
+				continue
+			}
 		}
 		var ws waitState
 		if b.nBlockFor.Load() > 0 {
@@ -67,18 +77,14 @@ func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, erro
 			}
 			return false, err
 		}
-		if b.tailw.Load()&watchedBit == 0 {
-			b.mu.Unlock() // the last watcher left meanwhile
-			continue
-		}
 		s := b.tail() + 1
 		ok, err := b.waitForRoom(ctx, s, try, &ws)
 		if !ok {
-			b.mu.Unlock()
+			b.unlock()
 			return false, nil
 		}
 		b.commit(s, v)
-		b.mu.Unlock()
+		b.unlock()
 		ws.stop()
 		// After the tail store: a reader parks before it looks at the tail,
 		// so either it sees s or this finds it parked.
@@ -96,11 +102,40 @@ func (b *Broadcaster[T]) turnLocked() <-chan struct{} {
 	return b.turn
 }
 
+// fastPublish commits v without mu, given the tail word x it loaded with
+// the gate open, if the next sequence number s is below the attention
+// bound: no watcher needs a visit, nobody waits for room, so the commit is
+// the slot and the tail. The CAS that takes writingBit fails if the tail
+// word moved; once it holds, mu's holder cannot close the gate until the
+// store, and attnA is read again: the gate may have closed and opened
+// since x was loaded (the same word, attn lower). It reports ok when v is
+// committed, and done when the caller must take mu instead (s is at the
+// bound); neither, when it must look again.
+func (b *Broadcaster[T]) fastPublish(x uint64, v T) (ok, done bool) {
+	s := x>>seqShift + 1
+	if s >= b.attnA.Load() {
+		return false, true
+	}
+	if !b.tailw.CompareAndSwap(x, x|writingBit) {
+		return false, false
+	}
+	if s >= b.attnA.Load() {
+		b.tailw.Store(x)
+		return false, true
+	}
+	r := b.ring.Load()
+	r.buf[s&r.mask] = v
+	// The tail store publishes the slot, as in commit.
+	b.tailw.Store(s<<seqShift | watchedBit)
+	return true, true
+}
+
 // idlePublish publishes v while nobody watches, given the tail word x it
 // loaded: without history it only counts (a CAS); with history it takes
 // writingBit with that CAS, writes the slot and stores the new tail, which
 // releases it. watchedBit is set under mu, after any such write, before a
-// watcher reads the tail (setWatched), so the CAS fails if one registers.
+// watcher reads the tail (lock closes the gate), so the CAS fails if one
+// registers.
 // It reports false if the caller must look again.
 func (b *Broadcaster[T]) idlePublish(x uint64, v T) bool {
 	if b.cfg.history == 0 {
@@ -125,14 +160,14 @@ func (b *Broadcaster[T]) idlePublish(x uint64, v T) bool {
 // It returns with mu held, or with an error and mu released: ErrClosed,
 // ctx.Err(), or errWouldWait for TryPublish.
 func (b *Broadcaster[T]) lockTurn(ctx context.Context, try bool) error {
-	b.mu.Lock()
+	b.lock()
 	for b.busy && !b.closed {
 		if try {
-			b.mu.Unlock()
+			b.unlock()
 			return errWouldWait
 		}
 		t := b.turnLocked()
-		b.mu.Unlock()
+		b.unlock()
 		select {
 		case <-t:
 		case <-ctx.Done():
@@ -140,10 +175,10 @@ func (b *Broadcaster[T]) lockTurn(ctx context.Context, try bool) error {
 		case <-b.closedCh:
 			return ErrClosed
 		}
-		b.mu.Lock()
+		b.lock()
 	}
 	if b.closed {
-		b.mu.Unlock()
+		b.unlock()
 		return ErrClosed
 	}
 	return nil
@@ -171,9 +206,9 @@ func (b *Broadcaster[T]) waitForRoom(ctx context.Context, s uint64, try bool, ws
 		// The turn: publishers arriving now wait in lockTurn, and the tail
 		// cannot move, so s stays ours.
 		b.busy = true
-		b.mu.Unlock()
+		b.unlock() // busy: the gate stays closed
 		stop, e := ws.wait(ctx, b.room, b.abort, deadline, spins)
-		b.mu.Lock()
+		b.lock()
 		if stop {
 			ws.giveUp, err = true, e
 		}
@@ -231,13 +266,9 @@ func (b *Broadcaster[T]) commit(s uint64, v T) {
 	if r != nil {
 		r.buf[s&r.mask] = v
 	}
-	bit := uint64(0)
-	if len(b.watchers) > 0 || b.closed {
-		bit = watchedBit
-	}
 	// The tail store publishes the slot: a reader loads the tail before it
-	// reads slots up to it.
-	b.tailw.Store(s<<seqShift | bit)
+	// reads slots up to it. The gate stays closed until unlock.
+	b.tailw.Store(s<<seqShift | watchedBit | gateBit)
 	if b.busy {
 		b.busy = false
 		if b.turn != nil {

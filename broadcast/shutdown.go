@@ -22,14 +22,13 @@ func (b *Broadcaster[T]) Shutdown(ctx context.Context) error {
 		return errNilContext
 	}
 	b.ready()
-	b.mu.Lock()
+	b.lock() // publishers take mu from here, and see closed
 	if b.shutDone != nil {
 		done := b.shutDone
-		b.mu.Unlock()
+		b.unlock()
 		return waitDone(ctx, done)
 	}
 	b.closed = true
-	b.setWatched() // publishers take mu and see closed
 	b.shutDone = make(chan struct{})
 	close(b.closedCh) // publishers waiting for the turn give up
 
@@ -56,7 +55,7 @@ func (b *Broadcaster[T]) Shutdown(ctx context.Context) error {
 	clear(b.watchers)
 	b.watchers = nil
 	b.nBlockFor.Store(0)
-	b.mu.Unlock()
+	b.unlock()
 	b.wakeParked() // waiting readers see their watcher ended
 
 	// No WithContext callback runs after Shutdown returns: unregister each,
@@ -84,7 +83,7 @@ func (b *Broadcaster[T]) waitPublisherLocked(ctx context.Context) error {
 	var err error
 	for b.busy {
 		t := b.turnLocked()
-		b.mu.Unlock()
+		b.unlock()
 		select {
 		case <-t:
 		case <-ctx.Done():
@@ -92,7 +91,7 @@ func (b *Broadcaster[T]) waitPublisherLocked(ctx context.Context) error {
 			b.abortWaits()
 			<-t
 		}
-		b.mu.Lock()
+		b.lock()
 	}
 	return err
 }

@@ -224,7 +224,7 @@ func (w *Watcher[T]) Stop() {
 func (w *Watcher[T]) stopWith(cause error) func() bool {
 	b := w.made()
 	var done chan struct{}
-	b.mu.Lock()
+	b.lock()
 	w.mu.Lock()
 	if !w.stopped.Load() {
 		if w.err == nil {
@@ -243,7 +243,7 @@ func (w *Watcher[T]) stopWith(cause error) func() bool {
 	}
 	stop := w.ctxStop
 	w.mu.Unlock()
-	b.mu.Unlock()
+	b.unlock()
 	b.signalRoom()
 	b.wakeParked() // no reference to w stays on the parked list
 	if done != nil {
