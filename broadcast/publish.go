@@ -108,7 +108,10 @@ func (b *Broadcaster[T]) turnLocked() <-chan struct{} {
 // the slot and the tail. The CAS that takes writingBit fails if the tail
 // word moved; once it holds, mu's holder cannot close the gate until the
 // store, and attnA is read again: the gate may have closed and opened
-// since x was loaded (the same word, attn lower). It reports ok when v is
+// since x was loaded (the same word, attn lower). With today's watchers
+// that second look cannot turn a commit away (a watcher registered
+// meanwhile has its bound at tail+2 or later); it keeps the commit right
+// without relying on that. It reports ok when v is
 // committed, and done when the caller must take mu instead (s is at the
 // bound); neither, when it must look again.
 func (b *Broadcaster[T]) fastPublish(x uint64, v T) (ok, done bool) {
