@@ -71,6 +71,7 @@ type Broadcaster[T any] struct {
 	// run, until Stop or Shutdown unregisters it.
 	evictedCtx map[*Watcher[T]]struct{}
 	attn       uint64        // no watcher needs a visit before this sequence number
+	attnPub    uint64        // attn as last stored in attnA
 	closed     bool          // Shutdown began
 	busy       bool          // a publisher is waiting for room: the others wait for turn
 	turn       chan struct{} // closed when busy clears; nil if nobody waits for it
@@ -169,16 +170,25 @@ func (b *Broadcaster[T]) lock() {
 // unless a publisher waits for room (the turn) or Shutdown began. attn is
 // published in attnA before the tail word, which a publish without mu
 // loads (a CAS) before it reads attnA again.
-func (b *Broadcaster[T]) unlock() {
+func (b *Broadcaster[T]) unlock() { b.unlockAt(b.tail()) }
+
+// unlockAt is unlock that stores tail t: a commit's tail store and the
+// gate's opening are one store.
+func (b *Broadcaster[T]) unlockAt(t uint64) {
 	bits := uint64(0)
 	switch {
-	case b.closed || b.busy:
+	case b.closed || b.busy || b.attn <= t+1:
+		// Shutdown, the turn, or the next publish is at the bound anyway:
+		// the gate stays closed (and the next lock finds it so).
 		bits = watchedBit | gateBit
 	case len(b.watchers) > 0:
 		bits = watchedBit
+		if b.attn != b.attnPub {
+			b.attnA.Store(b.attn)
+			b.attnPub = b.attn
+		}
 	}
-	b.attnA.Store(b.attn)
-	b.tailw.Store(b.tail()<<seqShift | bits)
+	b.tailw.Store(t<<seqShift | bits)
 	b.mu.Unlock()
 }
 

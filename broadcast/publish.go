@@ -84,7 +84,7 @@ func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, erro
 			return false, nil
 		}
 		b.commit(s, v)
-		b.unlock()
+		b.unlockAt(s) // stores the tail
 		ws.stop()
 		// After the tail store: a reader parks before it looks at the tail,
 		// so either it sees s or this finds it parked.
@@ -250,8 +250,8 @@ func (b *Broadcaster[T]) fullWaiters(s uint64, ws *waitState) (bool, time.Time) 
 	return full, deadline
 }
 
-// commit writes v as sequence number s. Called with mu held, after
-// waitForRoom.
+// commit writes v as sequence number s; the caller publishes it with
+// unlockAt(s). Called with mu held, after waitForRoom.
 //
 // A slot is never overwritten while a reader copies it: readers copy under
 // their watcher's mutex and only from their segment [next, tail]; the
@@ -269,9 +269,8 @@ func (b *Broadcaster[T]) commit(s uint64, v T) {
 	if r != nil {
 		r.buf[s&r.mask] = v
 	}
-	// The tail store publishes the slot: a reader loads the tail before it
-	// reads slots up to it. The gate stays closed until unlock.
-	b.tailw.Store(s<<seqShift | watchedBit | gateBit)
+	// The caller's unlockAt(s) stores the tail, which publishes the slot:
+	// a reader loads the tail before it reads slots up to it.
 	if b.busy {
 		b.busy = false
 		if b.turn != nil {
