@@ -71,7 +71,6 @@ type Broadcaster[T any] struct {
 	// run, until Stop or Shutdown unregisters it.
 	evictedCtx map[*Watcher[T]]struct{}
 	attn       uint64        // no watcher needs a visit before this sequence number
-	attnPub    uint64        // attn as last stored in attnA
 	closed     bool          // Shutdown began
 	busy       bool          // a publisher is waiting for room: the others wait for turn
 	turn       chan struct{} // closed when busy clears; nil if nobody waits for it
@@ -99,12 +98,12 @@ type Broadcaster[T any] struct {
 //     counts (a CAS), or, with history, takes writingBit for the slot write
 //     (idlePublish).
 //   - gateBit: the gate is closed: every publish takes mu. Set with
-//     watchedBit by mu's holder (closeGate) while it needs the tail to
+//     watchedBit by mu's holder (lock) while it needs the tail to
 //     stay still, and kept while a publisher waits for room or after
 //     Shutdown began. With watchedBit set and gateBit clear, a publish
 //     below the attention bound commits without mu (fastPublish).
 //   - writingBit: a publish without mu is writing its slot; the tail word
-//     is then the lock. closeGate waits for it.
+//     is then the lock. lock waits for it.
 const (
 	watchedBit = 1
 	gateBit    = 2
@@ -183,9 +182,8 @@ func (b *Broadcaster[T]) unlockAt(t uint64) {
 		bits = watchedBit | gateBit
 	case len(b.watchers) > 0:
 		bits = watchedBit
-		if b.attn != b.attnPub {
-			b.attnA.Store(b.attn)
-			b.attnPub = b.attn
+		if b.attnA.Load() != b.attn {
+			b.attnA.Store(b.attn) // only mu's holder stores it
 		}
 	}
 	b.tailw.Store(t<<seqShift | bits)

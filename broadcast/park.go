@@ -35,10 +35,16 @@ func (b *Broadcaster[T]) park(n *waiter[T]) {
 		return
 	}
 	n.parked = true
+	b.push(n, n)
+}
+
+// push puts the chain top..bottom (linked by next, bottom's link about to
+// be set) on the parked list with one CAS.
+func (b *Broadcaster[T]) push(top, bottom *waiter[T]) {
 	for {
 		h := b.parked.Load()
-		n.next = h
-		if b.parked.CompareAndSwap(h, n) {
+		bottom.next = h
+		if b.parked.CompareAndSwap(h, top) {
 			return
 		}
 	}
@@ -62,13 +68,7 @@ func (b *Broadcaster[T]) wakeParked() {
 		if again.top == nil {
 			return
 		}
-		for {
-			h := b.parked.Load()
-			again.bottom.next = h
-			if b.parked.CompareAndSwap(h, again.top) {
-				break
-			}
-		}
+		b.push(again.top, again.bottom)
 		if b.tail() == t0 {
 			return
 		}
