@@ -145,3 +145,25 @@ func eventually(t testing.TB, what string, cond func() bool) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// consumerDelivered is the highest stream sequence the server has sent to
+// any consumer of stream: a message up to it has left the server, so the
+// client holds it (a drain still hands it to the handler).
+func consumerDelivered(t testing.TB, js jetstream.JetStream, stream string) uint64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), guard)
+	defer cancel()
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var top uint64
+	lister := st.ListConsumers(ctx)
+	for ci := range lister.Info() {
+		top = max(top, ci.Delivered.Stream)
+	}
+	if err := lister.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return top
+}

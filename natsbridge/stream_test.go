@@ -337,7 +337,12 @@ func TestStreamCloseBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, "InStream waiting on the full watcher", func() bool { return in.Stats().Received >= 1 })
+	// The server has sent the client message 2 (its consumer's delivered
+	// count), so the consumer holds it and its publish must wait on the
+	// full watcher: Received alone would not say that message 2 is there.
+	eventually(t, "InStream waiting on the full watcher", func() bool {
+		return in.Stats().Received >= 1 && consumerDelivered(t, js, "S") >= 2
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	if err := in.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
