@@ -2,6 +2,9 @@
 GO        ?= go
 PKGS      := ./...
 FUZZTIME  ?= 30s
+# Minimizing each new interesting input for up to the default 60s stalls a
+# short run (execs at 0/sec while a worker minimizes); 100 runs will do.
+FUZZMINTIME ?= 100x
 BENCHTIME ?= 1s
 BENCHCOUNT ?= 6
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
@@ -34,9 +37,9 @@ bench:
 
 ## fuzz: each fuzz target for FUZZTIME (go test runs one -fuzz target at a time); CI runs their seed corpora in make test
 fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzOps$$' -fuzztime $(FUZZTIME) ./broadcast/
-	$(GO) test -run '^$$' -fuzz '^FuzzCorrelator$$' -fuzztime $(FUZZTIME) ./events/
-	$(GO) test -run '^$$' -fuzz '^FuzzSinkConcurrency$$' -fuzztime $(FUZZTIME) ./events/
+	$(GO) test -run '^$$' -fuzz '^FuzzOps$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./broadcast/
+	$(GO) test -run '^$$' -fuzz '^FuzzCorrelator$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./events/
+	$(GO) test -run '^$$' -fuzz '^FuzzSinkConcurrency$$' -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINTIME) ./events/
 
 ## soak: the long load tests (minutes; make test runs their short forms)
 soak:
