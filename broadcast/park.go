@@ -1,41 +1,85 @@
 package broadcast
 
-// A waiter is one goroutine waiting for values of a watcher: an All loop or
-// a C() forwarder. While it waits it is on the broadcaster's parked list,
-// and the next publish wakes it. A forwarder that has not started yet is
-// on the list as a waiter with start set: the wake-up hands the new values
-// over to its channel (deliver).
+import "sync/atomic"
+
+// A waiter is one goroutine waiting for values of a watcher: an All loop
+// (a read loop of All or Seq). While it waits it is on the broadcaster's
+// parked list, and the next publish wakes it. A C() forwarder that is not
+// running is on the list as a waiter with start set, its starter: the
+// wake-up hands the new values over to its channel (deliver).
 //
-// The parked list is a lock-free stack: a waiter pushes itself once (its
-// parked flag), and a waker takes the whole stack with one swap. Nothing
-// is ever taken off the stack but by a waker, so a waiter that found a
-// value after it parked stays on it and later gets a token it does not
-// need: one more look at its watcher, never a lost wake-up.
+// The parked list is a lock-free stack: a waiter is pushed once and stays
+// on the stack, or on the chain of a waker that took the stack with one
+// swap, until a waker lets it go. Nothing is ever taken off the stack but
+// by a waker, so a waiter that found a value after it parked stays on it
+// and later gets a token it does not need: one more look at its watcher,
+// never a lost wake-up.
+//
+// A waker keeps on the list (on its chain, pushed with one CAS) the
+// starters whose channel took the values and the loops that waited since
+// the previous wake-up (armed): a loop that keeps up waits again right
+// after it read the value, and finds itself still on the list, without a
+// CAS on the stack's head, which every parking loop would share. A loop
+// that did not wait since is busy reading: the waker lets it go, and it
+// pushes itself the next time it waits.
 type waiter[T any] struct {
 	wake  chan struct{} // cap 1: the token a waker leaves
 	start *Watcher[T]   // deliver to this watcher's channel instead of waking
-	next  *waiter[T]    // the stack's link; written by the waiter before its push
-	// On the stack, or on a list a waker took; set by park, which pushes
-	// n. A loop's flag is its own: cleared when it receives the token
-	// (wakers take a waiter off the stack and then leave it a token, one
-	// for one, so a loop never receives a token while it is on a list). A
-	// starter's is guarded by its watcher's mu: parked under it, cleared
-	// by deliver under it.
+	next  *waiter[T]    // the stack's link; written by whoever pushes n
+	// A starter's place on the list: set when it is parked, cleared by
+	// deliver, both under its watcher's mu.
 	parked bool
+	// A loop's place on the list (listed) and whether it waited since a
+	// waker last took it (armed): the loop sets armed, a waker clears both
+	// bits or armed alone. Only the loop sets listed, and only when it is
+	// clear: no waker has n then.
+	state atomic.Uint32
 }
+
+// The bits of waiter.state.
+const (
+	listed = 1 // on the stack or on a waker's chain
+	armed  = 2 // the loop waited since a waker last took it
+)
 
 func newWaiter[T any]() *waiter[T] {
 	return &waiter[T]{wake: make(chan struct{}, 1)}
 }
 
-// park puts n on the parked list, unless it is there already. Called by
-// the loop that owns n, or, for a starter, with its watcher's mu held.
+// park puts the starter n on the parked list, unless it is there already.
+// Called with n's watcher's mu held.
 func (b *Broadcaster[T]) park(n *waiter[T]) {
 	if n.parked {
 		return
 	}
 	n.parked = true
 	b.push(n, n)
+}
+
+// arm is how the loop that owns n parks: it marks n armed, and pushes it
+// unless a waker still has it (listed). A waker that takes n after this
+// keeps it listed and leaves a token.
+func (b *Broadcaster[T]) arm(n *waiter[T]) {
+	if n.state.Or(armed)&listed == 0 {
+		n.state.Store(listed | armed) // no waker has n: nobody else writes state
+		b.push(n, n)
+	}
+}
+
+// keep is a waker's decision for the loop n it took off the list: keep it
+// listed, disarmed, if it waited since the last wake-up; otherwise let it
+// go.
+func (n *waiter[T]) keep() bool {
+	for {
+		s := n.state.Load()
+		var to uint32
+		if s&armed != 0 {
+			to = listed
+		}
+		if n.state.CompareAndSwap(s, to) {
+			return to != 0
+		}
+	}
 }
 
 // push puts the chain top..bottom (linked by next, bottom's link about to
@@ -88,6 +132,11 @@ func (b *Broadcaster[T]) wakeAll() chain[T] {
 		if n.start != nil {
 			n.start.deliver(&again)
 		} else {
+			// Kept before the token: the loop that takes it finds
+			// itself listed when it waits again.
+			if n.keep() {
+				again.link(n)
+			}
 			select {
 			case n.wake <- struct{}{}:
 			default:
@@ -98,12 +147,18 @@ func (b *Broadcaster[T]) wakeAll() chain[T] {
 	return again
 }
 
-// chain is the starters one wakeParked parks again, pushed with one CAS.
+// chain is the waiters one wakeParked keeps on the list, pushed with one
+// CAS.
 type chain[T any] struct{ top, bottom *waiter[T] }
 
 // add parks the starter n on c. Called with n's watcher's mu held.
 func (c *chain[T]) add(n *waiter[T]) {
 	n.parked = true
+	c.link(n)
+}
+
+// link puts n on c.
+func (c *chain[T]) link(n *waiter[T]) {
 	n.next = c.top
 	c.top = n
 	if c.bottom == nil {

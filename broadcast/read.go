@@ -171,13 +171,15 @@ func (w *Watcher[T]) readChan(ch <-chan T, yield func(uint64, T) bool) {
 // locks; gen is what the caller saw under mu.
 func (w *Watcher[T]) await(n *waiter[T], gen uint64) {
 	b := w.b
-	b.park(n)
-	// Parked before looking: a publisher stores the tail before it takes
+	b.arm(n)
+	// Armed before looking: a publisher stores the tail before it takes
 	// the parked list, and whoever changes gen wakes the parked list after,
-	// so either this sees the change or it finds n.
+	// so either this sees the change or a waker takes n, armed, and leaves
+	// a token. (n may be on a waker's chain, not yet pushed: that waker
+	// looks at the tail after the push and wakes the list again if it
+	// moved; see wakeParked.)
 	if w.pendAll.Load() > 0 || w.next.Load() <= b.tail() || w.gen.Load() != gen {
-		return // n stays parked: its next token is one more look
+		return // n stays armed: its next token is one more look
 	}
 	<-n.wake
-	n.parked = false // a waker took n off the list, then left the token
 }

@@ -71,7 +71,7 @@ func (b *Broadcaster[T]) Shutdown(ctx context.Context) error {
 	if err2 := b.waitForwarders(ctx, err == nil); err == nil {
 		err = err2
 	}
-	b.wakeParked() // nothing stays referenced from the parked list
+	b.wakeParked() // no watcher stays referenced from the parked list (a loop's waiter references none)
 	close(b.shutDone)
 	return err
 }
