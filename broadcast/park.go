@@ -98,13 +98,15 @@ func (b *Broadcaster[T]) push(top, bottom *waiter[T]) {
 // commit (one atomic load when nobody is parked), Stop and Shutdown so
 // that no stopped watcher stays referenced from the list.
 //
-// A starter whose channel took the new values is parked again, but not
-// one by one: wakeParked chains them and pushes the chain with one CAS,
-// then looks at the tail. Each starter found nothing more queued under
-// its watcher's mu, with the tail at t0 or later; if the tail is still t0
-// after the push, every later commit stores its tail after the push and
-// finds the chain on the stack. If it moved, a commit may have taken the
-// stack before the chain was on it: wakeParked goes round again.
+// The waiters a wake-up keeps (starters whose channel took the new
+// values, armed loops) go back on the list not one by one: wakeParked
+// chains them and pushes the chain with one CAS, then looks at the tail.
+// Each starter found nothing more queued under its watcher's mu, and each
+// loop looks after its token, with the tail at t0 or later; if the tail
+// is still t0 after the push, every later commit stores its tail after
+// the push and finds the chain on the stack. If it moved, a commit may
+// have taken the stack before the chain was on it: wakeParked goes round
+// again.
 func (b *Broadcaster[T]) wakeParked() {
 	for b.parked.Load() != nil {
 		t0 := b.tail()
@@ -121,7 +123,7 @@ func (b *Broadcaster[T]) wakeParked() {
 
 // wakeAll takes the whole stack and wakes each waiter: a loop gets a
 // token, a starter's watcher gets the new values (deliver). It returns the
-// starters to park again.
+// waiters it keeps on the list (keep, handOverLocked), to push again.
 func (b *Broadcaster[T]) wakeAll() chain[T] {
 	var again chain[T]
 	for n := b.parked.Swap(nil); n != nil; {

@@ -71,7 +71,9 @@ func (b *Broadcaster[T]) Shutdown(ctx context.Context) error {
 	if err2 := b.waitForwarders(ctx, err == nil); err == nil {
 		err = err2
 	}
-	b.wakeParked() // no watcher stays referenced from the parked list (a loop's waiter references none)
+	// No watcher stays referenced from the parked list: starters leave
+	// it, and a loop's waiter references none.
+	b.wakeParked()
 	close(b.shutDone)
 	return err
 }
