@@ -163,10 +163,7 @@ func (w *Watcher[T]) fillLocked(buf *[]T) int {
 		}
 		r := b.ring.Load()
 		k := min(t+1-h, uint64(room))
-		*buf = (*buf)[:0]
-		for q := h; q < h+k; q++ {
-			*buf = append(*buf, r.at(q))
-		}
+		*buf = r.appendTo((*buf)[:0], h, k)
 		if w.next.CompareAndSwap(h, h+k) {
 			for _, v := range *buf {
 				w.ch <- v

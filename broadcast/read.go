@@ -118,10 +118,7 @@ func (rd *reader[T]) ringLocked(h, t uint64, yield func(uint64, T) bool) bool {
 	if rd.batch == nil {
 		rd.batch = make([]T, 0, batchSize)
 	}
-	rd.batch = rd.batch[:0]
-	for q := h; q < h+k; q++ {
-		rd.batch = append(rd.batch, r.at(q))
-	}
+	rd.batch = r.appendTo(rd.batch[:0], h, k)
 	w.mu.Unlock()
 	// Yield once before parking only after a batch of several values: a
 	// stream that busy is read in batches; one value at a time is a quiet

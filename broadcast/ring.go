@@ -25,6 +25,15 @@ func newRing[T any](size uint64) *ring[T] {
 
 func (r *ring[T]) at(s uint64) T { return r.buf[s&r.mask] }
 
+// appendTo appends the k values from sequence number h on to dst: one copy,
+// or two where the segment wraps round the end of buf.
+func (r *ring[T]) appendTo(dst []T, h, k uint64) []T {
+	i := h & r.mask
+	end := min(i+k, uint64(len(r.buf)))
+	dst = append(dst, r.buf[i:end]...)
+	return append(dst, r.buf[:k-(end-i)]...)
+}
+
 func (r *ring[T]) size() uint64 {
 	if r == nil {
 		return 0
