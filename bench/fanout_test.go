@@ -18,7 +18,8 @@ var watcherCounts = []int{1, 10, 100, 1000}
 // length 1000. One op is one published value, and the clock runs until every
 // watcher has received every value, checked in order. The clock starts after
 // one warm-up value has reached every watcher and stops before the watchers
-// are stopped, so allocs/op is what publishing and delivering cost.
+// are stopped, so allocs/op is what publishing and delivering cost. The
+// floors (floorReaders) run the same readers without a broadcaster.
 func BenchmarkFanout(b *testing.B) {
 	b.Run("k8s", func(b *testing.B) {
 		for _, n := range watcherCounts {
@@ -29,6 +30,13 @@ func BenchmarkFanout(b *testing.B) {
 		b.Run(r.name, func(b *testing.B) {
 			for _, n := range watcherCounts {
 				b.Run(fmt.Sprintf("watchers=%d", n), func(b *testing.B) { fanoutHerald(b, n, r) })
+			}
+		})
+	}
+	for _, name := range floorReaders {
+		b.Run(name, func(b *testing.B) {
+			for _, n := range watcherCounts {
+				b.Run(fmt.Sprintf("watchers=%d", n), func(b *testing.B) { fanoutFloor(b, n, name == "floor-chan") })
 			}
 		})
 	}
@@ -297,4 +305,75 @@ func reportLossy(b *testing.B, fast []int, held int, took time.Duration) {
 	b.ReportMetric(100*got/float64(b.N), "fast-delivered-%")
 	b.ReportMetric(got/took.Seconds(), "fast-values/s")
 	b.ReportMetric(float64(held), "slow-held")
+}
+
+// floorReaders are workload 1's floors: its readers without a broadcaster,
+// the part of every system's figure that is not the fan-out's.
+// "floor-iter": each reader ranges over an iterator that yields the
+// published values from memory, with the same per-value check
+// (warmThenInOrder) as workload 1's readers. "floor-chan": the same readers
+// ranging over a channel of broadcast.ChannelBuffer-1 values, each filled
+// by a goroutine of its own from memory: what any design that gives each
+// watcher a channel filled by a goroutine pays at least (herald's C() when
+// its readers lag).
+var floorReaders = []string{"floor-iter", "floor-chan"}
+
+func fanoutFloor(b *testing.B, n int, viaChan bool) {
+	want := b.N + 1
+	values := func(yield func(watch.Event) bool) {
+		for i := range want {
+			if !yield(eventAt(i)) {
+				return
+			}
+		}
+	}
+	var wg, warm sync.WaitGroup
+	warm.Add(n)
+	errs := make(chan error, n)
+	start := make(chan struct{})
+	for range n {
+		seq := values
+		if viaChan {
+			ch := make(chan watch.Event, broadcast.ChannelBuffer-1)
+			wg.Go(func() {
+				defer close(ch)
+				<-start
+				for ev := range values {
+					ch <- ev
+				}
+			})
+			seq = func(yield func(watch.Event) bool) {
+				for ev := range ch {
+					if !yield(ev) {
+						return
+					}
+				}
+			}
+		}
+		each, warmed := warmThenInOrder(&warm)
+		wg.Go(func() {
+			defer warmed()
+			<-start
+			got := 0
+			for ev := range seq {
+				if err := each(got, ev); err != nil {
+					errs <- err
+					return
+				}
+				got++
+			}
+			if got != want {
+				errs <- fmt.Errorf("floor reader: %d of %d", got, want)
+			}
+		})
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	close(start)
+	wg.Wait()
+	b.StopTimer()
+	if err := firstError(errs); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/delivery")
 }

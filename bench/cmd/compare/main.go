@@ -51,7 +51,7 @@ type job struct {
 }
 
 var jobs = []job{
-	{pkg: ".", bench: "Fanout", systems: []string{"k8s", "herald-C", "herald-All"}},
+	{pkg: ".", bench: "Fanout", systems: []string{"k8s", "herald-C", "herald-All", "floor-iter", "floor-chan"}},
 	{pkg: ".", bench: "PublishIdle", systems: []string{"k8s", "herald"}},
 	{pkg: ".", bench: "Churn", systems: []string{"k8s", "herald"}},
 	{pkg: ".", bench: "IdleWatcher", systems: []string{"k8s", "herald", "herald-C"}, benchtime: "1x"},
