@@ -355,15 +355,18 @@ func fanoutFloor(b *testing.B, n int, viaChan bool) {
 			defer warmed()
 			<-start
 			got := 0
-			for ev := range seq {
-				if err := each(got, ev); err != nil {
-					errs <- err
-					return
+			var err error
+			for ev := range seq { // to the end, even after an error: a filler may be sending
+				if err == nil {
+					err = each(got, ev)
 				}
 				got++
 			}
-			if got != want {
-				errs <- fmt.Errorf("floor reader: %d of %d", got, want)
+			if err == nil && got != want {
+				err = fmt.Errorf("floor reader: %d of %d", got, want)
+			}
+			if err != nil {
+				errs <- err
 			}
 		})
 	}
