@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"os"
 	"strconv"
 	"testing"
@@ -82,39 +83,48 @@ type readFunc func(want int, each func(i int, ev watch.Event) error) (int, error
 
 var (
 	readC = reader{"herald-C", func(w *broadcast.Watcher[watch.Event]) readFunc {
-		ch := w.C()
-		return func(want int, each func(int, watch.Event) error) (int, error) {
-			got := 0
-			for ev := range ch {
-				if err := each(got, ev); err != nil {
-					return got, err
-				}
-				got++
-				if got == want {
-					return got, nil
-				}
-			}
-			return got, errEarlyClose
-		}
+		return readChan(w.C())
 	}}
 	readAll = reader{"herald-All", func(w *broadcast.Watcher[watch.Event]) readFunc {
-		seq := w.All()
-		return func(want int, each func(int, watch.Event) error) (int, error) {
-			got := 0
-			for ev := range seq {
-				if err := each(got, ev); err != nil {
-					return got, err
-				}
-				got++
-				if got == want {
-					return got, nil
-				}
-			}
-			return got, errEarlyClose
-		}
+		return readSeq(w.All())
 	}}
 	readers = []reader{readC, readAll}
 )
+
+// readChan is a reader's loop over a channel: it stops after want values
+// and reports how many it got.
+func readChan(ch <-chan watch.Event) readFunc {
+	return func(want int, each func(int, watch.Event) error) (int, error) {
+		got := 0
+		for ev := range ch {
+			if err := each(got, ev); err != nil {
+				return got, err
+			}
+			got++
+			if got == want {
+				return got, nil
+			}
+		}
+		return got, errEarlyClose
+	}
+}
+
+// readSeq is the same loop over an iterator.
+func readSeq(seq iter.Seq[watch.Event]) readFunc {
+	return func(want int, each func(int, watch.Event) error) (int, error) {
+		got := 0
+		for ev := range seq {
+			if err := each(got, ev); err != nil {
+				return got, err
+			}
+			got++
+			if got == want {
+				return got, nil
+			}
+		}
+		return got, errEarlyClose
+	}
+}
 
 // readK8s is the same loop over a k8s watcher's ResultChan.
 func readK8s(w watch.Interface, want int, each func(i int, ev watch.Event) error) (int, error) {

@@ -308,14 +308,12 @@ func reportLossy(b *testing.B, fast []int, held int, took time.Duration) {
 }
 
 // floorReaders are workload 1's floors: its readers without a broadcaster,
-// the part of every system's figure that is not the fan-out's.
-// "floor-iter": each reader ranges over an iterator that yields the
-// published values from memory, with the same per-value check
-// (warmThenInOrder) as workload 1's readers. "floor-chan": the same readers
-// ranging over a channel of broadcast.ChannelBuffer-1 values, each filled
-// by a goroutine of its own from memory: what any design that gives each
-// watcher a channel filled by a goroutine pays at least (herald's C() when
-// its readers lag).
+// the part of every system's figure that is not the fan-out's. Each runs
+// workload 1's reader loop and per-value check on values from memory:
+// "floor-iter" through an iterator (readSeq, as All() is read),
+// "floor-chan" through a channel of broadcast.ChannelBuffer-1 values filled
+// by a goroutine of its own (readChan, as C() is read): what any design
+// that gives each watcher a channel filled by a goroutine pays at least.
 var floorReaders = []string{"floor-iter", "floor-chan"}
 
 func fanoutFloor(b *testing.B, n int, viaChan bool) {
@@ -332,9 +330,10 @@ func fanoutFloor(b *testing.B, n int, viaChan bool) {
 	errs := make(chan error, n)
 	start := make(chan struct{})
 	for range n {
-		seq := values
+		read := readSeq(values)
+		var ch chan watch.Event
 		if viaChan {
-			ch := make(chan watch.Event, broadcast.ChannelBuffer-1)
+			ch = make(chan watch.Event, broadcast.ChannelBuffer-1)
 			wg.Go(func() {
 				defer close(ch)
 				<-start
@@ -342,31 +341,18 @@ func fanoutFloor(b *testing.B, n int, viaChan bool) {
 					ch <- ev
 				}
 			})
-			seq = func(yield func(watch.Event) bool) {
-				for ev := range ch {
-					if !yield(ev) {
-						return
+			read = readChan(ch)
+		}
+		// The same check as workload 1's readers; nobody waits for warm.
+		each, _ := warmThenInOrder(&warm)
+		wg.Go(func() {
+			<-start
+			if got, err := read(want, each); err != nil {
+				errs <- fmt.Errorf("%d of %d: %w", got, want, err)
+				if ch != nil {
+					for range ch { // let the filler finish
 					}
 				}
-			}
-		}
-		each, warmed := warmThenInOrder(&warm)
-		wg.Go(func() {
-			defer warmed()
-			<-start
-			got := 0
-			var err error
-			for ev := range seq { // to the end, even after an error: a filler may be sending
-				if err == nil {
-					err = each(got, ev)
-				}
-				got++
-			}
-			if err == nil && got != want {
-				err = fmt.Errorf("floor reader: %d of %d", got, want)
-			}
-			if err != nil {
-				errs <- err
 			}
 		})
 	}
