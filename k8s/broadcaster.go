@@ -27,31 +27,6 @@ import (
 // [WithShutdownTimeout].
 const DefaultShutdownTimeout = 30 * time.Second
 
-// WithShutdownTimeout sets how long [Broadcaster.Shutdown] (client-go's
-// interface gives it no context) may take to write what was recorded before
-// it; [DefaultShutdownTimeout] by default. Once it has passed, the events not
-// yet written are abandoned, counted and reported (see
-// events.Broadcaster.Shutdown). d <= 0 panics.
-//
-// It is an option of this package's [NewBroadcaster], which removes it
-// before handing the other options to events.NewBroadcaster; do not give it
-// to events.NewBroadcaster (which would take it for events.WithLogger(nil)).
-func WithShutdownTimeout(d time.Duration) events.Option {
-	if d <= 0 {
-		panic("k8s: WithShutdownTimeout: d must be positive")
-	}
-	return shutdownTimeout{Option: events.WithLogger(nil), d: d}
-}
-
-// shutdownTimeout is a k8s option. events.Option is sealed (an interface
-// with an unexported method), so a type of another package satisfies it
-// only by embedding an events.Option, whose method is the one
-// events.NewBroadcaster would call. NewBroadcaster never passes it on.
-type shutdownTimeout struct {
-	events.Option
-	d time.Duration
-}
-
 // Broadcaster is client-go's record.EventBroadcaster with herald's
 // events.Broadcaster underneath. [NewBroadcaster] returns one; see the
 // package documentation for what differs from client-go's.
@@ -78,18 +53,16 @@ var _ record.EventBroadcaster = (*Broadcaster)(nil)
 // abandoned events) go to klog, as client-go's do, unless
 // events.WithLogger says otherwise: Warn and Error at klog's default
 // verbosity, Info at V(2), Debug at V(6).
-func NewBroadcaster(opts ...events.Option) record.EventBroadcaster {
+func NewBroadcaster(opts ...Option) record.EventBroadcaster {
+	cfg := newConfig(opts)
 	b := &Broadcaster{shutdownTimeout: DefaultShutdownTimeout, watches: map[*stopWatch]struct{}{}}
-	eopts := make([]events.Option, 0, len(opts)+2)
+	if cfg.shutdownTimeout > 0 {
+		b.shutdownTimeout = cfg.shutdownTimeout
+	}
+	eopts := make([]events.Option, 0, len(cfg.events)+2)
 	eopts = append(eopts, events.WithLogger(slog.New(klogHandler{})),
 		events.WithSinkConcurrency(DefaultSinkConcurrency))
-	for _, o := range opts {
-		if st, ok := o.(shutdownTimeout); ok {
-			b.shutdownTimeout = st.d
-			continue
-		}
-		eopts = append(eopts, o)
-	}
+	eopts = append(eopts, cfg.events...)
 	b.b = events.NewBroadcaster(eopts...)
 	return b
 }

@@ -30,7 +30,7 @@ import (
 	"github.com/heraldgo/herald/k8s"
 )
 
-var quiet = events.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+var quiet = k8s.WithEventsOptions(events.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 
 func pod(ns, name string) *corev1.Pod {
 	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, UID: types.UID("uid-" + name)}}
@@ -282,15 +282,15 @@ func (s blockingSink) Patch(e *corev1.Event, _ []byte) (*corev1.Event, error) {
 func TestShutdownBound(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		opts []events.Option
+		opts []k8s.Option
 		want time.Duration
 	}{
 		{"default", nil, k8s.DefaultShutdownTimeout},
-		{"WithShutdownTimeout", []events.Option{k8s.WithShutdownTimeout(3 * time.Second)}, 3 * time.Second},
+		{"WithShutdownTimeout", []k8s.Option{k8s.WithShutdownTimeout(3 * time.Second)}, 3 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				b := k8s.NewBroadcaster(append([]events.Option{quiet}, tc.opts...)...)
+				b := k8s.NewBroadcaster(append([]k8s.Option{quiet}, tc.opts...)...)
 				sink := blockingSink{release: make(chan struct{})}
 				b.StartRecordingToSink(sink)
 				rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ctrl"})
@@ -367,7 +367,7 @@ func TestWithShutdownTimeoutIsRemoved(t *testing.T) {
 		defer mu.Unlock()
 		return buf.Write(p)
 	}), nil))
-	b := k8s.NewBroadcaster(events.WithLogger(logger), k8s.WithShutdownTimeout(time.Second))
+	b := k8s.NewBroadcaster(k8s.WithEventsOptions(events.WithLogger(logger)), k8s.WithShutdownTimeout(time.Second))
 	b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "ctrl"}).Event(pod("prod", "web-0"), "Bogus", "R", "m")
 	shutdownLostInvalid(t, b)
 	mu.Lock()

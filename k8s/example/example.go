@@ -15,7 +15,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/heraldgo/herald/events"
 	"github.com/heraldgo/herald/k8s"
 )
 
@@ -49,7 +48,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 // NewManager returns a manager that watches the ConfigMaps of namespace
 // with a Reconciler, and the herald broadcaster its events go through.
 // opts are the broadcaster's (k8s.NewBroadcaster's).
-func NewManager(cfg *rest.Config, namespace string, opts ...events.Option) (ctrl.Manager, *k8s.Broadcaster, error) {
+func NewManager(cfg *rest.Config, namespace string, opts ...k8s.Option) (ctrl.Manager, *k8s.Broadcaster, error) {
 	b := k8s.NewBroadcaster(opts...).(*k8s.Broadcaster)
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		// The one-line swap: herald instead of record.NewBroadcaster().
@@ -75,7 +74,7 @@ func NewManager(cfg *rest.Config, namespace string, opts ...events.Option) (ctrl
 
 // Run runs the controller until ctx ends, then writes the events still
 // queued (within the broadcaster's shutdown bound) and returns.
-func Run(ctx context.Context, cfg *rest.Config, namespace string, opts ...events.Option) error {
+func Run(ctx context.Context, cfg *rest.Config, namespace string, opts ...k8s.Option) error {
 	mgr, b, err := NewManager(cfg, namespace, opts...)
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/heraldgo/herald/events"
+	"github.com/heraldgo/herald/k8s"
 	"github.com/heraldgo/herald/k8s/example"
 	"github.com/heraldgo/herald/k8s/internal/apiservertest"
 )
@@ -26,7 +27,7 @@ func TestControllerRecordsThroughHerald(t *testing.T) {
 	ns := s.Namespace(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	mgr, b, err := example.NewManager(s.Config(), ns, events.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
+	mgr, b, err := example.NewManager(s.Config(), ns, k8s.WithEventsOptions(events.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))))
 	if err != nil {
 		t.Fatal(err)
 	}

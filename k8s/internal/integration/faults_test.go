@@ -24,7 +24,7 @@ import (
 var source = corev1.EventSource{Component: "faults"}
 
 // fastRetry keeps the fault tests short: 40 tries 250 ms apart.
-var fastRetry = events.WithRetry(40, 250*time.Millisecond)
+var fastRetry = k8s.WithEventsOptions(events.WithRetry(40, 250*time.Millisecond))
 
 func stats(b record.EventBroadcaster) events.Stats { return b.(*k8s.Broadcaster).Events().Stats() }
 
@@ -82,7 +82,7 @@ func TestAlreadyExistsIsRecorded(t *testing.T) {
 	c := s.Clientset()
 	ns := s.Namespace(t)
 	at := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
-	clock := events.WithCorrelatorOptions(events.CorrelatorOptions{Now: func() time.Time { return at }})
+	clock := k8s.WithEventsOptions(events.WithCorrelatorOptions(events.CorrelatorOptions{Now: func() time.Time { return at }}))
 	var sinks []*countingSink
 	for i := range 2 {
 		b := k8s.NewBroadcaster(quiet, fastRetry, clock)
@@ -293,7 +293,7 @@ func TestShutdownBoundWhileServerDown(t *testing.T) {
 	s := apiservertest.Shared(t)
 	c := s.Clientset()
 	ns := s.Namespace(t)
-	b := k8s.NewBroadcaster(quiet, events.WithRetry(1000, 100*time.Millisecond), k8s.WithShutdownTimeout(2*time.Second))
+	b := k8s.NewBroadcaster(quiet, k8s.WithEventsOptions(events.WithRetry(1000, 100*time.Millisecond)), k8s.WithShutdownTimeout(2*time.Second))
 	b.StartRecordingToSink(sinkFor(c))
 	rec := b.NewRecorder(scheme.Scheme, source)
 	s.StopAPIServer()

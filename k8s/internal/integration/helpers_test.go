@@ -24,7 +24,7 @@ import (
 )
 
 // quiet keeps herald's reports out of the test output; tests read Stats.
-var quiet = events.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))
+var quiet = k8s.WithEventsOptions(events.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 
 // stored is what the comparison looks at in an Event: everything but its
 // name, namespace, timestamps and metadata. The involved object's

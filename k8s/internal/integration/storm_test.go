@@ -126,10 +126,10 @@ func runClientGo(t *testing.T, s *apiservertest.Server, sc stormConfig) stormRow
 	return row
 }
 
-func runHerald(t *testing.T, s *apiservertest.Server, sc stormConfig, name string, opts ...events.Option) stormRow {
+func runHerald(t *testing.T, s *apiservertest.Server, sc stormConfig, name string, opts ...k8s.Option) stormRow {
 	c := s.Clientset()
 	ns := s.Namespace(t)
-	b := k8s.NewBroadcaster(append([]events.Option{quiet}, opts...)...)
+	b := k8s.NewBroadcaster(append([]k8s.Option{quiet}, opts...)...)
 	b.StartRecordingToSink(sinkFor(c))
 	var rec []record.EventRecorder
 	for i := range sc.sources() {
@@ -187,12 +187,12 @@ func TestStorm(t *testing.T) {
 		rows = append(rows,
 			runClientGo(t, s, sc),
 			runHerald(t, s, sc, "herald k8s.NewBroadcaster"),
-			runHerald(t, s, sc, "herald, queue 20000, 1 sink call", events.WithQueueLength(sc.events), sinkConcurrency(1)),
+			runHerald(t, s, sc, "herald, queue 20000, 1 sink call", k8s.WithEventsOptions(events.WithQueueLength(sc.events), sinkConcurrency(1))),
 			runHerald(t, s, sc, fmt.Sprintf("herald, queue 20000, %d sink calls (default)", k8s.DefaultSinkConcurrency),
-				events.WithQueueLength(sc.events)))
+				k8s.WithEventsOptions(events.WithQueueLength(sc.events))))
 		if conc > 1 {
 			rows = append(rows, runHerald(t, s, sc, fmt.Sprintf("herald, queue 20000, %d sink calls", conc),
-				events.WithQueueLength(sc.events), sinkConcurrency(conc)))
+				k8s.WithEventsOptions(events.WithQueueLength(sc.events), sinkConcurrency(conc))))
 		}
 		// Guarantee 8 on a real server: with a queue that holds the
 		// burst, every sink concurrency stores the same Event objects as
