@@ -103,7 +103,10 @@
 // Reports of one kind are logged at once, then at most once per 10 seconds
 // with the count since the last one (the attribute "count"), and what is
 // left at Shutdown, so that a flood of drops does not become a flood of log
-// lines. Their levels:
+// lines. A string field of a report (an event's message, reason, type,
+// object name, an error's text) longer than 1 KiB is cut there and ends
+// "…(truncated, N bytes)" with its length, so no report is an unbounded
+// line. Their levels:
 //
 //   - Warn: events lost to load or to the lifecycle: a full queue
 //     ([WithQueueLength]), an event recorded after Shutdown began, events

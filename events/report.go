@@ -6,8 +6,10 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // reportInterval is the least time between two reports of one cause. The
@@ -126,12 +128,17 @@ func (r *reporter) emit(c cause, n uint64, e *Event, err error, attrs []slog.Att
 		all := make([]slog.Attr, 0, len(attrs)+3)
 		all = append(all, slog.Uint64("count", n))
 		if err != nil {
-			all = append(all, slog.Any("err", err))
+			all = append(all, errAttr(err))
 		}
 		if e != nil {
 			all = append(all, eventAttr(e))
 		}
-		all = append(all, attrs...)
+		for _, a := range attrs {
+			if a.Value.Kind() == slog.KindString {
+				a.Value = slog.StringValue(clip(a.Value.String()))
+			}
+			all = append(all, a)
+		}
 		l.LogAttrs(context.Background(), info.level, info.msg, all...)
 	})
 }
@@ -158,13 +165,42 @@ func (r *reporter) safely(f func(l *slog.Logger)) {
 // error, or a buffer in tests.
 var lostReports io.Writer = os.Stderr
 
-// eventAttr describes e in a report.
+// maxReportField is the most bytes of one field (an event's message, an
+// error's text, ...) that a report writes. A report is one log line; the
+// event that caused it may be invalid precisely because a field is huge
+// (an 8 MiB message made one 8,388,886-byte line), and a line that size
+// hurts the log pipeline more than the lost event hurt the program.
+const maxReportField = 1024
+
+// clip returns s if it fits in maxReportField bytes, else its first
+// bytes (cut at a rune boundary) followed by how long s was.
+func clip(s string) string {
+	if len(s) <= maxReportField {
+		return s
+	}
+	n := maxReportField
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n] + "…(truncated, " + strconv.Itoa(len(s)) + " bytes)"
+}
+
+// errAttr is err in a report: the error itself, or its clipped text when
+// that is too long to log whole.
+func errAttr(err error) slog.Attr {
+	if msg := err.Error(); len(msg) > maxReportField {
+		return slog.String("err", clip(msg))
+	}
+	return slog.Any("err", err)
+}
+
+// eventAttr describes e in a report, each string clipped (see clip).
 func eventAttr(e *Event) slog.Attr {
 	return slog.Group("event",
-		slog.String("object", objectName(&e.InvolvedObject)),
-		slog.String("kind", e.InvolvedObject.Kind),
-		slog.String("type", e.Type),
-		slog.String("reason", e.Reason),
-		slog.String("message", e.Message),
+		slog.String("object", clip(objectName(&e.InvolvedObject))),
+		slog.String("kind", clip(e.InvolvedObject.Kind)),
+		slog.String("type", clip(e.Type)),
+		slog.String("reason", clip(e.Reason)),
+		slog.String("message", clip(e.Message)),
 		slog.Int("count", int(e.Count)))
 }

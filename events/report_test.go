@@ -1,10 +1,14 @@
 package events
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
+	"unicode/utf8"
 )
 
 // levelCapture records the level, message and "count" of every record.
@@ -102,5 +106,48 @@ func TestOrphanRecorderReportsRateLimited(t *testing.T) {
 	}
 	if len(h.recs) > 2 || total != 100 {
 		t.Errorf("%d records counting %d events, want at most 2 counting 100", len(h.recs), total)
+	}
+}
+
+// TestReportTruncatesLongFields: a report of an invalid event whose message,
+// type and object name are megabytes long is one short line that says how
+// long each clipped field was, not a line as long as the event (an 8 MiB
+// message once made one 8,388,886-byte line).
+func TestReportTruncatesLongFields(t *testing.T) {
+	var buf bytes.Buffer
+	b := NewBroadcaster(WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+	defer b.Shutdown(context.Background())
+	huge := strings.Repeat("é", 4<<20) // 8 MiB, two bytes a rune
+	b.NewRecorder(Source{Component: "c"}).Event(
+		ObjectReference{Kind: "Pod", Namespace: "default", Name: "p/" + huge},
+		"Bogus"+huge, "Reason", huge)
+	out := buf.String()
+	if len(out) > 16<<10 {
+		t.Fatalf("a report of an invalid event wrote %d bytes; want at most 16 KiB", len(out))
+	}
+	if strings.Count(out, "\n") != 1 {
+		t.Fatalf("want one report line, got %q", out)
+	}
+	for _, n := range []int{len(huge), len("Bogus" + huge), len("default/p/" + huge)} {
+		if want := fmt.Sprintf("(truncated, %d bytes)", n); !strings.Contains(out, want) {
+			t.Errorf("report does not say %q:\n%s", want, out)
+		}
+	}
+	if !utf8.ValidString(out) {
+		t.Errorf("a field was cut inside a rune: %q", out)
+	}
+}
+
+// TestClip: short strings are kept whole; a long one keeps its first
+// maxReportField bytes or fewer, cut at a rune boundary, and its length.
+func TestClip(t *testing.T) {
+	if s := strings.Repeat("a", maxReportField); clip(s) != s {
+		t.Errorf("clip changed a string of exactly maxReportField bytes")
+	}
+	s := "a" + strings.Repeat("€", maxReportField) // 1 + 3*1024 bytes
+	got := clip(s)
+	want := s[:maxReportField-(maxReportField-1)%3] + fmt.Sprintf("…(truncated, %d bytes)", len(s))
+	if got != want {
+		t.Errorf("clip = %q…, want %q…", got[len(got)-40:], want[len(want)-40:])
 	}
 }
