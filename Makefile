@@ -9,7 +9,7 @@ BENCHTIME ?= 1s
 BENCHCOUNT ?= 6
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all test vet race tidy-check bench bench-compare bench-smoke fuzz soak cover lint demo api-check help k8s natsbridge metrics live-test live demo-cluster demo-sse bench-slowsink bench-nats storm integration
+.PHONY: all test vet race tidy-check bench bench-compare bench-smoke fuzz soak cover lint demo api-check help release-check k8s natsbridge metrics live-test live demo-cluster demo-sse bench-slowsink bench-nats storm integration
 
 all: test
 
@@ -72,6 +72,10 @@ bench-smoke:
 ## api-check: each library module's API against its last release tag (apidiff; docs/releasing.md)
 api-check:
 	.ci/api-check
+
+## release-check: a release rehearsed in a temporary clone: tags, a file module proxy, go get from outside, gorelease, go install (docs/releasing.md)
+release-check:
+	.ci/release-check
 
 ## help: the targets and what each does
 help:

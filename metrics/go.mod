@@ -6,7 +6,7 @@ replace github.com/heraldgo/herald => ../
 
 require (
 	github.com/google/go-cmp v0.7.0
-	github.com/heraldgo/herald v0.0.0-00010101000000-000000000000
+	github.com/heraldgo/herald v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.74.0

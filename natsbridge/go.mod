@@ -5,7 +5,7 @@ go 1.26.0
 replace github.com/heraldgo/herald => ../
 
 require (
-	github.com/heraldgo/herald v0.0.0-00010101000000-000000000000
+	github.com/heraldgo/herald v0.1.0
 	github.com/nats-io/nats-server/v2 v2.15.3
 	github.com/nats-io/nats.go v1.56.0
 	github.com/nats-io/nuid v1.0.1

@@ -9,8 +9,8 @@ replace (
 
 require (
 	github.com/chromedp/chromedp v0.23.1
-	github.com/heraldgo/herald v0.0.0-00010101000000-000000000000
-	github.com/heraldgo/herald/metrics v0.0.0-00010101000000-000000000000
+	github.com/heraldgo/herald v0.1.0
+	github.com/heraldgo/herald/metrics v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.74.0

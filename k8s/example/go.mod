@@ -9,8 +9,8 @@ replace (
 
 require (
 	github.com/go-logr/logr v1.4.3
-	github.com/heraldgo/herald v0.0.0-00010101000000-000000000000
-	github.com/heraldgo/herald/k8s v0.0.0-00010101000000-000000000000
+	github.com/heraldgo/herald v0.1.0
+	github.com/heraldgo/herald/k8s v0.1.0
 	go.uber.org/goleak v1.3.0
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
