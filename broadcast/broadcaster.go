@@ -237,6 +237,9 @@ func (b *Broadcaster[T]) replayFrom(from uint64) (uint64, error) {
 	if from == 0 {
 		from = oldest
 	}
+	if b.cfg.history == 0 && from != last+1 {
+		return 0, fmt.Errorf("%w: %d: the broadcaster keeps no history (see WithHistory; without it use Watch)", ErrOutOfRange, from)
+	}
 	if from < oldest || from > last+1 {
 		return 0, fmt.Errorf("%w: %d (kept: %d to %d)", ErrOutOfRange, from, oldest, last)
 	}

@@ -1,6 +1,7 @@
 package broadcast_test
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"sync"
@@ -275,5 +276,26 @@ func TestHistoryOptionMisuse(t *testing.T) {
 		if !panicked || !strings.HasPrefix(msg, "broadcast:") {
 			t.Errorf("%s: panicked %v with %q, want a \"broadcast:\" panic", name, panicked, msg)
 		}
+	}
+}
+
+// TestWatchFromWithoutHistory: without WithHistory, WatchFrom of anything
+// but the next value says plainly that nothing is kept (guarantee 9).
+func TestWatchFromWithoutHistory(t *testing.T) {
+	b := broadcast.New[int]()
+	for i := range 5 {
+		b.Publish(i)
+	}
+	_, err := b.WatchFrom(1)
+	if !errors.Is(err, broadcast.ErrOutOfRange) || !strings.Contains(err.Error(), "keeps no history") {
+		t.Errorf("WatchFrom(1) without history: %v; want broadcast.ErrOutOfRange saying there is no history", err)
+	}
+	w, err := b.WatchFrom(6)
+	if err != nil {
+		t.Fatalf("WatchFrom(Published+1) without history: %v", err)
+	}
+	w.Stop()
+	if err := b.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
 	}
 }

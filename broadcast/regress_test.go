@@ -133,7 +133,7 @@ func TestZeroValues(t *testing.T) {
 			"Stop": func() { w.Stop() },
 		} {
 			msg, panicked := testutil.PanicMessage(f)
-			if want := "broadcast: a Watcher must come from Watch or WatchWithPrefix"; !panicked || msg != want {
+			if want := "broadcast: a Watcher must come from Watch, WatchWithPrefix or WatchFrom"; !panicked || msg != want {
 				t.Errorf("%s on a zero Watcher: panicked %v with %q, want a panic with %q", name, panicked, msg, want)
 			}
 		}

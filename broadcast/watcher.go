@@ -95,7 +95,7 @@ func (w *Watcher[T]) Len() int {
 // return.
 func (w *Watcher[T]) made() *Broadcaster[T] {
 	if w.b == nil {
-		panic("broadcast: a Watcher must come from Watch or WatchWithPrefix")
+		panic("broadcast: a Watcher must come from Watch, WatchWithPrefix or WatchFrom")
 	}
 	return w.b
 }

@@ -14,6 +14,7 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"math"
 	"net/http"
 	"os"
 	"os/signal"
@@ -57,6 +58,12 @@ func (h *Handler) ServeHTTP(rw http.ResponseWriter, r *http.Request) {
 	if id := r.Header.Get("Last-Event-ID"); id != "" {
 		last, perr := strconv.ParseUint(id, 10, 64)
 		if perr != nil {
+			http.Error(rw, "bad Last-Event-ID", http.StatusBadRequest)
+			return
+		}
+		if last == math.MaxUint64 {
+			// last+1 would wrap to 0, which WatchFrom reads as "everything
+			// kept": no event has that ID, so it is a bad header.
 			http.Error(rw, "bad Last-Event-ID", http.StatusBadRequest)
 			return
 		}

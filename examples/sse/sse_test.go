@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -148,6 +149,25 @@ func TestGoneWhenNotKept(t *testing.T) {
 	code, err := stream(context.Background(), srv.URL, true, 1, func(event) bool { return false })
 	if err != nil || code != http.StatusGone {
 		t.Errorf("resume after 1 with only 4..5 kept: status %d, %v; want 410", code, err)
+	}
+	if err := b.Shutdown(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMaxLastEventID: the largest Last-Event-ID is refused (400), not read
+// as "replay everything" (last+1 wraps to 0, WatchFrom(0)).
+func TestMaxLastEventID(t *testing.T) {
+	b := broadcast.New[string](broadcast.WithHistory(10))
+	srv := httptest.NewServer(&Handler{B: b})
+	defer srv.Close()
+	for v := range 5 {
+		b.Publish(strconv.Itoa(v))
+	}
+	replayed := 0
+	code, err := stream(context.Background(), srv.URL, true, math.MaxUint64, func(event) bool { replayed++; return false })
+	if err != nil || code != http.StatusBadRequest || replayed != 0 {
+		t.Errorf("Last-Event-ID %d: status %d, %v, %d events replayed; want 400 and none", uint64(math.MaxUint64), code, err, replayed)
 	}
 	if err := b.Shutdown(context.Background()); err != nil {
 		t.Fatal(err)
