@@ -58,10 +58,11 @@ const (
 // the zero Collector is ready to use too. It must not be copied after first
 // use.
 type Collector struct {
-	mu           sync.Mutex // guards the three maps, not the sources' calls
+	mu           sync.Mutex // guards the four maps, not the sources' calls
 	broadcasters map[string]*broadcasterEntry
 	watchers     map[watcherKey]*watcherEntry
 	events       map[string]*eventsEntry
+	links        map[string]*linkEntry
 }
 
 type watcherKey struct{ broadcaster, watcher string }
@@ -261,7 +262,7 @@ func families() []*family {
 	for _, f := range eventsFields {
 		fs = append(fs, f.fam)
 	}
-	return fs
+	return append(fs, linkFamilies()...)
 }
 
 // A sample is one figure read at collection time.
@@ -290,6 +291,7 @@ func (c *Collector) snapshot() ([]sample, []collectError) {
 		return cmp.Or(cmp.Compare(a.key.broadcaster, b.key.broadcaster), cmp.Compare(a.key.watcher, b.key.watcher))
 	})
 	es := slices.SortedFunc(maps.Values(c.events), func(a, b *eventsEntry) int { return cmp.Compare(a.name, b.name) })
+	ls := slices.SortedFunc(maps.Values(c.links), func(a, b *linkEntry) int { return cmp.Compare(a.name, b.name) })
 	c.mu.Unlock()
 
 	var out []sample
@@ -326,6 +328,14 @@ func (c *Collector) snapshot() ([]sample, []collectError) {
 		for _, f := range eventsFields {
 			out = append(out, sample{f.fam, labels, e.attrs, clamp(f.get(st))})
 		}
+	}
+	for _, e := range ls {
+		got, err := call(func() []sample { return readLink(e) })
+		if err != nil {
+			errs = append(errs, collectError{famLinkUp, []string{e.name}, err})
+			continue
+		}
+		out = append(out, got...)
 	}
 	return out, errs
 }

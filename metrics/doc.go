@@ -17,6 +17,7 @@
 //	c.Add("orders", orders)                // any *broadcast.Broadcaster[T]
 //	c.AddWatcher("orders", "audit", audit) // any *broadcast.Watcher[T]
 //	c.AddEvents("recorder", eventBroadcaster)
+//	c.AddLink("orders/out", link)          // any *natsbridge.Link (see [Link])
 //
 // Then hand the Collector to either ecosystem, or to both:
 //
@@ -47,6 +48,10 @@
 //	herald_broadcast_watcher_ended            gauge    1 once a watcher was ended (watchers with Err() error)
 //	herald_events_recorded_total              counter  and invalid, dropped, skipped, aggregated,
 //	                                                   written, failed, abandoned, handled: events.Stats
+//	herald_natsbridge_link_sent_total         counter  and received, failed, dropped, lost: LinkStats, link label
+//	herald_natsbridge_link_pending            gauge    LinkStats.Pending
+//	herald_natsbridge_link_up                 gauge    1 until the link's Done() is closed
+//	herald_natsbridge_link_ended              gauge    1 once the link's Err() is not nil
 //
 // OpenTelemetry uses the dotted names (herald.broadcast.published,
 // herald.broadcast.watcher.dropped, herald.events.written, ...) with no
