@@ -7,8 +7,8 @@ replace github.com/heraldgo/herald => ../../
 replace github.com/heraldgo/herald/metrics => ../
 
 require (
-	github.com/heraldgo/herald v0.0.0-00010101000000-000000000000
-	github.com/heraldgo/herald/metrics v0.0.0-00010101000000-000000000000
+	github.com/heraldgo/herald v0.1.0
+	github.com/heraldgo/herald/metrics v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/common v0.74.0
 	github.com/prometheus/prometheus v0.316.0
