@@ -5,7 +5,9 @@ go 1.26.0
 replace github.com/heraldgo/herald => ../
 
 require (
+	github.com/cskr/pubsub/v2 v2.0.2
 	github.com/heraldgo/herald v0.0.0-00010101000000-000000000000
+	github.com/moby/pubsub v1.0.0
 	golang.org/x/exp v0.0.0-20261113113407-e3970619a1a4
 	golang.org/x/perf v0.0.0-20260908200009-22c9c6c9d4da
 	gonum.org/v1/plot v0.17.0
