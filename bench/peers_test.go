@@ -9,6 +9,7 @@ import (
 	cskr "github.com/cskr/pubsub/v2"
 	moby "github.com/moby/pubsub"
 	"k8s.io/apimachinery/pkg/watch"
+	"tailscale.com/util/eventbus"
 )
 
 // A peer is a Go fan-out library a user would pick instead of herald, set up
@@ -56,6 +57,19 @@ var peers = []peer{
 		return func() readFunc { return readSeq(asEvents(p.Subscribe())) },
 			func(ev watch.Event) { p.Publish(ev) },
 			p.Close
+	}},
+	// tailscale.com/util/eventbus v1.102.5: a Client per watcher (its
+	// delivery order is per Client), read through Subscriber.Events; its
+	// queues are unbounded, so nothing is lost and Publish never waits
+	// for a subscriber.
+	{"eventbus", func() (func() readFunc, func(watch.Event), func()) {
+		bus := eventbus.New()
+		pub := eventbus.Publish[watch.Event](bus.Client("publisher"))
+		return func() readFunc {
+				return readChan(eventbus.Subscribe[watch.Event](bus.Client("watcher")).Events())
+			},
+			pub.Publish,
+			bus.Close
 	}},
 }
 
