@@ -1,13 +1,19 @@
 package bench
 
 import (
+	"context"
 	"fmt"
 	"iter"
+	"strconv"
 	"sync"
 	"testing"
 
+	"github.com/ThreeDotsLabs/watermill"
+	"github.com/ThreeDotsLabs/watermill/message"
+	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
 	cskr "github.com/cskr/pubsub/v2"
 	moby "github.com/moby/pubsub"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/watch"
 	"tailscale.com/util/eventbus"
 )
@@ -71,6 +77,65 @@ var peers = []peer{
 			pub.Publish,
 			bus.Close
 	}},
+	// watermill v1.5.1's gochannel: ordered per subscriber only with
+	// BlockPublishUntilSubscriberAck (otherwise every message is sent by
+	// goroutines of its own, which race), so one message is in flight at a
+	// time and each is acked by its reader. Payloads are []byte: a value's
+	// index in the ring, mapped back to the value on receipt.
+	{"watermill", func() (func() readFunc, func(watch.Event), func()) {
+		g := gochannel.NewGoChannel(gochannel.Config{
+			OutputChannelBuffer:            queueLength,
+			BlockPublishUntilSubscriberAck: true,
+		}, watermill.NopLogger{})
+		return func() readFunc {
+				msgs, err := g.Subscribe(context.Background(), "t")
+				if err != nil {
+					panic(err)
+				}
+				return readSeq(fromMessages(msgs))
+			}, func(ev watch.Event) {
+				if err := g.Publish("t", message.NewMessage("", ringPayload[ringIndex(ev)])); err != nil {
+					panic(err)
+				}
+			}, func() {
+				if err := g.Close(); err != nil {
+					panic(err)
+				}
+			}
+	}},
+}
+
+// ringPayload is each ring value's index as a watermill payload.
+var ringPayload = func() (p [ringSize][]byte) {
+	for i := range p {
+		p[i] = []byte(strconv.Itoa(i))
+	}
+	return p
+}()
+
+// ringIndex is ev's index in the ring (its name is "ev-<index>").
+func ringIndex(ev watch.Event) int {
+	i, err := strconv.Atoi(ev.Object.(*corev1.Event).Name[len("ev-"):])
+	if err != nil {
+		panic(err)
+	}
+	return i
+}
+
+// fromMessages acks each message and yields the ring value it names.
+func fromMessages(msgs <-chan *message.Message) iter.Seq[watch.Event] {
+	return func(yield func(watch.Event) bool) {
+		for m := range msgs {
+			m.Ack()
+			i, err := strconv.Atoi(string(m.Payload))
+			if err != nil || i < 0 || i >= ringSize {
+				return
+			}
+			if !yield(ring[i]) {
+				return
+			}
+		}
+	}
 }
 
 // asEvents is a channel of interface{} as an iterator of events.
