@@ -192,3 +192,32 @@ func fanoutPeer(b *testing.B, n int, p peer) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(n), "ns/delivery")
 }
+
+// BenchmarkPeerLatency is workload 6 (BenchmarkLatency) on the peer
+// libraries: one value in flight, p50-ns and p99-ns over every (watcher,
+// value) pair, every value checked in order.
+func BenchmarkPeerLatency(b *testing.B) {
+	for _, p := range peers {
+		b.Run(p.name, func(b *testing.B) {
+			for _, n := range latencyWatcherCounts {
+				b.Run(fmt.Sprintf("watchers=%d", n), func(b *testing.B) { latencyPeer(b, n, p) })
+			}
+		})
+	}
+}
+
+func latencyPeer(b *testing.B, n int, p peer) {
+	r := newLatencyRun(b, n)
+	subscribe, publish, stop := p.start()
+	for k := range n {
+		each, read := r.receiver(k), subscribe()
+		r.wg.Go(func() {
+			if got, err := read(b.N, each); err != nil {
+				r.fail(fmt.Errorf("%s watcher: %d of %d: %w", p.name, got, b.N, err))
+			}
+		})
+	}
+	r.drive(func(i int) error { publish(eventAt(i)); return nil })
+	r.finish()
+	stop()
+}
