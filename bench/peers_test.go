@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/ThreeDotsLabs/watermill"
 	"github.com/ThreeDotsLabs/watermill/message"
@@ -55,11 +56,15 @@ var peers = []peer{
 			func(ev watch.Event) { ps.Pub(ev, "t") },
 			ps.Shutdown
 	}},
-	// moby/pubsub: a publish timeout of 0 waits for every subscriber; its
-	// channels carry interface{}, read through readSeq with a type
+	// moby/pubsub: it has no mode that waits for ever. A publish timeout
+	// of 0 drops a value when a subscriber's buffer is full
+	// (Publisher.sendTopic's select with default); with a timeout it waits
+	// that long, with a timer per subscriber per value, then drops. An
+	// hour is its lossless mode here (a drop would fail the order check).
+	// Its channels carry interface{}, read through readSeq with a type
 	// assertion per value.
 	{"moby-pubsub", func() (func() readFunc, func(watch.Event), func()) {
-		p := moby.NewPublisher(0, queueLength)
+		p := moby.NewPublisher(time.Hour, queueLength)
 		return func() readFunc { return readSeq(asEvents(p.Subscribe())) },
 			func(ev watch.Event) { p.Publish(ev) },
 			p.Close
