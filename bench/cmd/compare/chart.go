@@ -5,6 +5,7 @@ import (
 	"image/color"
 	"math"
 	"strconv"
+	"strings"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -38,12 +39,22 @@ func fanoutChart(res *results, path string) error {
 		{"k8s", "k8s watch.Broadcaster (ResultChan)", color.RGBA{R: 0xd6, G: 0x27, B: 0x28, A: 0xff}, nil, draw.SquareGlyph{}},
 		{"herald-C", "herald broadcast, C()", color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff}, nil, draw.CircleGlyph{}},
 		{"herald-All", "herald broadcast, All()", color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff}, []vg.Length{vg.Points(5), vg.Points(3)}, draw.TriangleGlyph{}},
+		// The peer libraries (BenchmarkPeerFanout), dotted.
+		{"Peer:chan", "a buffered channel per subscriber", color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff}, []vg.Length{vg.Points(1), vg.Points(2)}, draw.PlusGlyph{}},
+		{"Peer:cskr-pubsub", "cskr/pubsub v2", color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff}, []vg.Length{vg.Points(1), vg.Points(2)}, draw.CrossGlyph{}},
+		{"Peer:moby-pubsub", "moby/pubsub", color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff}, []vg.Length{vg.Points(1), vg.Points(2)}, draw.RingGlyph{}},
+		{"Peer:eventbus", "tailscale eventbus", color.RGBA{R: 0xe3, G: 0x77, B: 0xc2, A: 0xff}, []vg.Length{vg.Points(1), vg.Points(2)}, draw.PyramidGlyph{}},
+		{"Peer:watermill", "watermill gochannel (ack mode)", color.RGBA{R: 0xbc, G: 0xbd, B: 0x22, A: 0xff}, []vg.Length{vg.Points(1), vg.Points(2)}, draw.BoxGlyph{}},
 	}
 	drawn := 0
 	for _, l := range lines {
 		var pts plotter.XYs
 		for _, n := range chartWatchers {
-			if v, ok := res.median(fmt.Sprintf("Fanout/%s/watchers=%d", l.sys, n), "ns/op"); ok && v > 0 {
+			key := fmt.Sprintf("Fanout/%s/watchers=%d", l.sys, n)
+			if p, ok := strings.CutPrefix(l.sys, "Peer:"); ok {
+				key = fmt.Sprintf("PeerFanout/%s/watchers=%d", p, n)
+			}
+			if v, ok := res.median(key, "ns/op"); ok && v > 0 {
 				pts = append(pts, plotter.XY{X: float64(n), Y: v})
 			}
 		}

@@ -52,15 +52,21 @@ type job struct {
 
 var jobs = []job{
 	{pkg: ".", bench: "Fanout", systems: []string{"k8s", "herald-C", "herald-All", "floor-iter", "floor-chan"}},
+	{pkg: ".", bench: "PeerFanout", systems: peerNames},
 	{pkg: ".", bench: "PublishIdle", systems: []string{"k8s", "herald"}},
 	{pkg: ".", bench: "Churn", systems: []string{"k8s", "herald"}},
 	{pkg: ".", bench: "IdleWatcher", systems: []string{"k8s", "herald", "herald-C"}, benchtime: "1x"},
 	{pkg: ".", bench: "Lossy", systems: []string{"k8s", "herald-C"}},
 	{pkg: ".", bench: "Latency", systems: []string{"k8s", "herald-C", "herald-All"}},
+	{pkg: ".", bench: "PeerLatency", systems: peerNames},
 	{pkg: "./eventsbench", bench: "Correlator", systems: []string{"k8s", "herald", "k8s-repeats40", "herald-repeats40"}},
 	{pkg: "./eventsbench", bench: "Pipeline", systems: []string{"k8s", "herald", "floor", "k8s-repeats40", "herald-repeats40"}},
 	{pkg: ".", bench: "Resume", systems: []string{"herald"}},
 }
+
+// peerNames are the peer libraries of BenchmarkPeerFanout and
+// BenchmarkPeerLatency (bench/peers_test.go).
+var peerNames = []string{"chan", "cskr-pubsub", "moby-pubsub", "eventbus", "watermill"}
 
 type config struct {
 	count     int

@@ -94,6 +94,20 @@ func tableRows() []*row {
 	add(&row{label: "allocations per published event, 1000 watchers, All()", k8s: "Fanout/k8s/watchers=1000",
 		herald: "Fanout/herald-All/watchers=1000", units: u("allocs/op"), target: heraldAtMost(0)})
 
+	// The peer libraries, each in its lossless mode (bench/peers_test.go):
+	// the left column is the peer, the ratio peer/herald.
+	for i, n := range []int{1, 10, 100, 1000} {
+		for j, p := range peerNames {
+			sec := ""
+			if i == 0 && j == 0 {
+				sec = "1b. Lossless fan-out against the peer libraries (left column: the peer; target: All() ahead of every peer)"
+			}
+			add(&row{section: sec, label: fmt.Sprintf("%d watcher(s), All() against %s", n, p),
+				k8s: fmt.Sprintf("PeerFanout/%s/watchers=%d", p, n), herald: fmt.Sprintf("Fanout/herald-All/watchers=%d", n),
+				units: u("ns/op"), target: ratioAtLeast(1)})
+		}
+	}
+
 	add(&row{section: "2. Publish with no watchers (k8s: Action)", label: "time per Publish",
 		k8s: "PublishIdle/k8s", herald: "PublishIdle/herald", units: u("ns/op"), target: ratioAtLeast(3)})
 	add(&row{label: "allocations per Publish", k8s: "PublishIdle/k8s", herald: "PublishIdle/herald",
@@ -141,6 +155,31 @@ func tableRows() []*row {
 		add(&row{label: fmt.Sprintf("%d watcher(s), p99, All()", n), k8s: k, herald: ha, units: u("p99-ns"), target: ratioAtLeast(1)})
 	}
 	add(&row{label: "round trip until all 100 have it, C()", k8s: "Latency/k8s/watchers=100", herald: "Latency/herald-C/watchers=100", units: u("ns/op")})
+
+	// Latency against the peers: C() and All() against each peer at 100 and
+	// 1000 watchers (left column: the peer). Target: at least as fast as
+	// every peer; against the hand-written channel, within 10% (ratio 0.9).
+	for i, n := range []int{100, 1000} {
+		for j, p := range peerNames {
+			sec := ""
+			if i == 0 && j == 0 {
+				sec = "6b. Latency against the peer libraries, one value in flight (left column: the peer; target: at least as fast as every peer, within 10% of chan)"
+			}
+			want := 1.0
+			if p == "chan" {
+				want = 0.9
+			}
+			pk := fmt.Sprintf("PeerLatency/%s/watchers=%d", p, n)
+			for _, path := range []string{"C", "All"} {
+				hk := fmt.Sprintf("Latency/herald-%s/watchers=%d", path, n)
+				for _, q := range []string{"p50-ns", "p99-ns"} {
+					add(&row{section: sec, label: fmt.Sprintf("%d watchers, %s, %s() against %s", n, q[:3], path, p),
+						k8s: pk, herald: hk, units: u(q), target: ratioAtLeast(want)})
+					sec = ""
+				}
+			}
+		}
+	}
 
 	add(&row{section: "7. Correlator on the mixed stream (1000 objects, 83% exact repeats, message variants: client-go makes 207 allocations per event on it, as on the reference stream)", label: "time per event",
 		k8s: "Correlator/k8s", herald: "Correlator/herald", units: u("ns/op"), target: ratioAtLeast(50)})
