@@ -34,6 +34,8 @@ type config struct {
 	queueLen int
 	logger   *slog.Logger
 	sinkConc int
+	// sinkConcSet: WithSinkConcurrency was given (see SinkConcurrency).
+	sinkConcSet bool
 }
 
 type optionFunc func(*config)
@@ -104,7 +106,7 @@ func WithSinkConcurrency(n int) Option {
 	if n < 1 {
 		panic(fmt.Sprintf("events: WithSinkConcurrency: n must be at least 1, got %d", n))
 	}
-	return optionFunc(func(c *config) { c.sinkConc = n })
+	return optionFunc(func(c *config) { c.sinkConc, c.sinkConcSet = n, true })
 }
 
 // WithLogger sets where the broadcaster reports its own failures: dropped,
@@ -145,8 +147,7 @@ type Stats struct {
 	Recorded uint64
 	// Invalid is the number of events not recorded because they were
 	// invalid (see [Event.Validate]): a Type other than Normal or Warning,
-	// no reason, no object name, a namespace or annotations an API server
-	// refuses.
+	// a namespace or annotations no API server stores.
 	Invalid uint64
 	// Dropped is the number of events lost before a watcher or sink saw
 	// them: one per full queue an event did not fit in (for a sink with
@@ -367,14 +368,44 @@ func (b *Broadcaster) StartRecordingToSink(sink Sink) (Stopper, error) {
 	if sink == nil {
 		panic("events: StartRecordingToSink: nil sink")
 	}
+	return b.startRecording("StartRecordingToSink", sink, b.cfg.sinkConc)
+}
+
+// StartRecordingToSinkWithConcurrency is [Broadcaster.StartRecordingToSink]
+// with n calls in flight for this sink, whatever [WithSinkConcurrency]
+// says: a broadcaster whose sinks differ (one a user's sink that is not
+// safe for concurrent use, one a client known to be) sets each its own.
+// Events about one object are still written one at a time, in order. A
+// nil sink or n < 1 panics.
+func (b *Broadcaster) StartRecordingToSinkWithConcurrency(sink Sink, n int) (Stopper, error) {
+	if sink == nil {
+		panic("events: StartRecordingToSinkWithConcurrency: nil sink")
+	}
+	if n < 1 {
+		panic(fmt.Sprintf("events: StartRecordingToSinkWithConcurrency: n must be at least 1, got %d", n))
+	}
+	return b.startRecording("StartRecordingToSinkWithConcurrency", sink, n)
+}
+
+// SinkConcurrency returns the calls in flight per sink that
+// [WithSinkConcurrency] set for b (or the default, 1), and whether it was
+// given: a wrapper that picks each sink's concurrency itself
+// ([Broadcaster.StartRecordingToSinkWithConcurrency]) leaves the choice to
+// its user when set is true.
+func (b *Broadcaster) SinkConcurrency() (n int, set bool) {
+	b.mustBeMade("SinkConcurrency")
+	return b.cfg.sinkConc, b.cfg.sinkConcSet
+}
+
+func (b *Broadcaster) startRecording(method string, sink Sink, conc int) (Stopper, error) {
 	corr := NewCorrelator(b.cfg.corr)
 	// The options' functions are given the recorded event itself; one
 	// that kept it would see it change if it were reused.
 	// A concurrent sink's goroutines come and go, each with its own
 	// batch: not worth it (see freeList).
 	reuse := b.cfg.corr.KeyFunc == nil && b.cfg.corr.MessageFunc == nil && b.cfg.corr.SpamKeyFunc == nil &&
-		b.cfg.sinkConc == 1
-	return b.start("StartRecordingToSink", fmt.Sprintf("sink %T", sink), b.cfg.sinkConc, func(wk *worker, g *routine, r *recorded) {
+		conc == 1
+	return b.start(method, fmt.Sprintf("sink %T", sink), conc, func(wk *worker, g *routine, r *recorded) {
 		if !wk.recordToSink(g, sink, corr, r) && !r.shared && reuse {
 			wk.recycle(g, r)
 		}

@@ -64,8 +64,8 @@
 //  5. A Recorder never blocks its caller and never panics, also after
 //     Shutdown; Start methods after Shutdown return an error wrapping
 //     [broadcast.ErrClosed]; an invalid event (see [Event.Validate]: a
-//     Type other than [Normal] or [Warning], no reason, no object name,
-//     what an API server refuses) is not recorded, and is counted and
+//     Type other than [Normal] or [Warning], or what no API server
+//     stores) is not recorded, and is counted and
 //     reported.
 //  6. Every watcher and sink gets its own copy: a handler that changes an
 //     Event, Annotations included, changes nothing others see.

@@ -61,7 +61,7 @@ func (r *recorder) generate(object ObjectReference, annotations map[string]strin
 			&Event{InvolvedObject: object, Type: eventtype, Reason: reason, Message: message, Source: r.source}, nil)
 		return
 	}
-	if err := validate(&object, eventtype, reason, annotations); err != nil {
+	if err := validate(&object, eventtype, annotations); err != nil {
 		b.invalid.Add(1)
 		e := &Event{InvolvedObject: object, Type: eventtype, Reason: reason, Message: message, Source: r.source}
 		b.rep.add(causeInvalid, 1, e, err, slog.String("type", eventtype))

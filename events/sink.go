@@ -3,6 +3,7 @@ package events
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"time"
@@ -50,6 +51,13 @@ var (
 	// ErrRejected is permanent: the event is never retried. Any other sink
 	// error is retried.
 	ErrRejected = errors.New("events: event rejected")
+	// ErrRejectedExpected wraps ErrRejected: a rejection the sink expects
+	// in normal operation and that no one must act on (a Kubernetes API
+	// server refusing events in a namespace being deleted, say). The event
+	// is not retried and is counted in [Stats].Failed as any rejection, but
+	// logged at Debug only and left out of every Warn or Error report and
+	// of Shutdown's summary.
+	ErrRejectedExpected = fmt.Errorf("%w as expected", ErrRejected)
 )
 
 // recordToSink correlates r and writes the result to sink, trying up to
@@ -108,6 +116,11 @@ func (wk *worker) recordToSink(g *routine, sink Sink, corr *Correlator, r *recor
 		case errors.Is(err, ErrAlreadyExists):
 			wk.healthy()
 			wk.stored(res.Aggregated, e)
+			return handedOut
+		case errors.Is(err, ErrRejectedExpected):
+			wk.counts.failed.Add(1)
+			b.rep.logAttrs(wk.ctx, slog.LevelDebug, "events: sink rejected event as expected, will not retry",
+				slog.String("by", wk.name), slog.Any("err", err), eventAttr(ev))
 			return handedOut
 		case errors.Is(err, ErrRejected):
 			wk.counts.failed.Add(1)

@@ -7,9 +7,8 @@ import (
 )
 
 // ErrInvalid is wrapped by the errors of [Event.Validate]: the event is one
-// a Kubernetes API server would refuse to store, or one with no reason or
-// no object name. A [Recorder] does not record such an event; it counts it
-// in [Stats].Invalid and reports it.
+// no Kubernetes API server would store, whatever its name. A [Recorder] does
+// not record such an event; it counts it in [Stats].Invalid and reports it.
 var ErrInvalid = errors.New("events: invalid event")
 
 // Limits of what an API server stores, from Kubernetes' validation of
@@ -29,21 +28,27 @@ const (
 
 // Validate reports whether e could be stored as a core/v1 Event by a
 // Kubernetes API server, with an error wrapping [ErrInvalid] that says why
-// not. It checks what the API server checks and can be checked without
-// one: the Type is [Normal] or [Warning]; the Namespace is a DNS-1123 label
-// (lower-case letters, digits and '-', at most 63), and the object's when
-// the object has one; the Name, and the object's name that it starts with,
-// contains no '/' or '%'; each annotation key is a qualified name
-// ("prefix/name") and all annotations together take at most 256 KiB. It
-// also requires what the API server lets through but no reader can use,
-// and the events.k8s.io API requires: a Reason, and an object Name.
+// not. It rejects only what no API server stores and can be checked without
+// one: a Type other than [Normal] or [Warning]; a Namespace that is not a
+// DNS-1123 label (lower-case letters, digits and '-', at most 63), or the
+// object's when the object has one, or not the object's ("default" for an
+// object with none, a cluster-scoped one); an annotation key that is not a
+// qualified name ("prefix/name"), or annotations that take more than 256
+// KiB together.
+//
+// What client-go's recorder gets stored, Validate lets through: an empty
+// Reason, an object with no Name, an object Name with characters an event
+// name cannot hold ('/', ':', upper case, more than 253 bytes), and so an
+// event Name made of it. A sink that writes to an API server gives such an
+// event a valid generated name, as client-go does (the k8s module's sinks
+// do, with ValidEventName). A Name of "" is allowed too: a Recorder's
+// events are named when a sink needs the name.
 //
 // It does not check lengths that only the events.k8s.io API limits (a
 // reason of 128 bytes, a note of 1024): the core/v1 API stores longer
-// ones, and a Recorder does not drop them. A Name of "" is allowed: a
-// Recorder's events are named when a sink needs the name.
+// ones, and a Recorder does not drop them.
 func (e *Event) Validate() error {
-	if err := validate(&e.InvolvedObject, e.Type, e.Reason, e.Annotations); err != nil {
+	if err := validate(&e.InvolvedObject, e.Type, e.Annotations); err != nil {
 		return err
 	}
 	if e.Namespace != e.InvolvedObject.Namespace &&
@@ -51,25 +56,16 @@ func (e *Event) Validate() error {
 		return fmt.Errorf("%w: namespace %q is not the object's (%q, or %q for an object with none)",
 			ErrInvalid, e.Namespace, e.InvolvedObject.Namespace, defaultNamespace)
 	}
-	if badNameByte(e.Name) {
-		return fmt.Errorf("%w: name %q contains '/' or '%%'", ErrInvalid, e.Name)
-	}
 	return nil
 }
 
 // validate checks what a Recorder is given (see Event.Validate). It costs
 // a few nanoseconds per event: the common case is a namespace of a few
 // valid bytes and no annotations.
-func validate(o *ObjectReference, eventtype, reason string, annotations map[string]string) error {
+func validate(o *ObjectReference, eventtype string, annotations map[string]string) error {
 	switch {
 	case !validType(eventtype):
 		return fmt.Errorf("%w: type %q is neither Normal nor Warning", ErrInvalid, eventtype)
-	case reason == "":
-		return fmt.Errorf("%w: empty reason", ErrInvalid)
-	case o.Name == "":
-		return fmt.Errorf("%w: the object has no name", ErrInvalid)
-	case badNameByte(o.Name):
-		return fmt.Errorf("%w: object name %q contains '/' or '%%', which an event name cannot", ErrInvalid, o.Name)
 	case o.Namespace != "" && !isDNSLabel(o.Namespace):
 		return fmt.Errorf("%w: namespace %q is not a DNS-1123 label (at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit)",
 			ErrInvalid, o.Namespace)
@@ -78,12 +74,6 @@ func validate(o *ObjectReference, eventtype, reason string, annotations map[stri
 		return validateAnnotations(annotations)
 	}
 	return nil
-}
-
-// badNameByte reports whether s contains '/' or '%', which an API server
-// refuses in a name (strings.ContainsAny costs more on the Recorder's path).
-func badNameByte(s string) bool {
-	return strings.IndexByte(s, '/') >= 0 || strings.IndexByte(s, '%') >= 0
 }
 
 // isDNSLabel reports whether s matches [a-z0-9]([-a-z0-9]*[a-z0-9])? and is

@@ -33,6 +33,8 @@ const DefaultShutdownTimeout = 30 * time.Second
 type Broadcaster struct {
 	b               *events.Broadcaster
 	shutdownTimeout time.Duration
+	logger          klog.Logger // klog.FromContext of WithContext's ctx, or klog.Background()
+	stopCtx         func() bool // stops WithContext's AfterFunc; nil without one
 
 	mu      sync.Mutex
 	watches map[*stopWatch]struct{} // started and not stopped; nil once shut down
@@ -43,27 +45,30 @@ var _ record.EventBroadcaster = (*Broadcaster)(nil)
 // NewBroadcaster is a drop-in for client-go's record.NewBroadcaster: the
 // same interface, herald underneath. The result is a [*Broadcaster].
 //
-// The options are herald's (events.WithRetry, events.WithQueueLength,
-// events.WithCorrelatorOptions, events.WithLogger,
-// events.WithSinkConcurrency, ...) and this package's [WithShutdownTimeout].
-// Unlike events.NewBroadcaster, whose sinks write one event at a time, a
-// sink started here has up to [DefaultSinkConcurrency] requests in flight,
-// events about one object still written one at a time, in order;
-// events.WithSinkConcurrency(1) restores client-go's single writer. herald's own reports (dropped, rejected or
-// abandoned events) go to klog, as client-go's do, unless
-// events.WithLogger says otherwise: Warn and Error at klog's default
-// verbosity, Info at V(2), Debug at V(6).
+// The options are client-go's ([WithContext], [WithSleepDuration],
+// [WithCorrelatorOptions], with the same meaning), [WithShutdownTimeout]
+// and herald's own through [WithEventsOptions]. A sink started with
+// StartRecordingToSink is called one event at a time, as client-go calls
+// it, unless it is client-go's own *typedcorev1.EventSinkImpl, which is safe
+// for concurrent use and gets up to [DefaultSinkConcurrency] requests in
+// flight, or events.WithSinkConcurrency says otherwise (then every sink
+// gets that); events about one object are always written one at a time, in
+// recording order. herald's own reports (dropped, rejected or abandoned
+// events) go to klog (klog.FromContext of WithContext's ctx), as
+// client-go's do, unless events.WithLogger says otherwise: Warn and Error
+// at klog's default verbosity, Info at V(2), Debug at V(6).
 func NewBroadcaster(opts ...Option) record.EventBroadcaster {
 	cfg := newConfig(opts)
-	b := &Broadcaster{shutdownTimeout: DefaultShutdownTimeout, watches: map[*stopWatch]struct{}{}}
+	b := &Broadcaster{shutdownTimeout: DefaultShutdownTimeout, watches: map[*stopWatch]struct{}{}, logger: cfg.logger()}
 	if cfg.shutdownTimeout > 0 {
 		b.shutdownTimeout = cfg.shutdownTimeout
 	}
-	eopts := make([]events.Option, 0, len(cfg.events)+2)
-	eopts = append(eopts, events.WithLogger(slog.New(klogHandler{})),
-		events.WithSinkConcurrency(DefaultSinkConcurrency))
-	eopts = append(eopts, cfg.events...)
-	b.b = events.NewBroadcaster(eopts...)
+	b.b = events.NewBroadcaster(cfg.eventsOptions()...)
+	if cfg.ctx != nil && cfg.ctx.Done() != nil {
+		// As client-go's: the end of ctx shuts the broadcaster down. No
+		// goroutine waits meanwhile; Shutdown first stops this.
+		b.stopCtx = context.AfterFunc(cfg.ctx, b.Shutdown)
+	}
 	return b
 }
 
@@ -107,7 +112,11 @@ func (b *Broadcaster) StartRecordingToSink(sink record.EventSink) watch.Interfac
 	if sink == nil {
 		panic("k8s: StartRecordingToSink: nil sink")
 	}
-	return b.watch(b.b.StartRecordingToSink(newRecordSink(sink)))
+	rs := newRecordSink(sink)
+	if _, set := b.b.SinkConcurrency(); set || rs.impl == nil {
+		return b.watch(b.b.StartRecordingToSink(rs))
+	}
+	return b.watch(b.b.StartRecordingToSinkWithConcurrency(rs, DefaultSinkConcurrency))
 }
 
 // StartLogging calls logf with every event recorded from now on, in
@@ -124,7 +133,7 @@ func (b *Broadcaster) StartLogging(logf func(format string, args ...any)) watch.
 // StartStructuredLogging logs every event recorded from now on to klog at
 // the given verbosity, as client-go does ("Event occurred").
 func (b *Broadcaster) StartStructuredLogging(verbosity klog.Level) watch.Interface {
-	loggerV := klog.Background().V(int(verbosity))
+	loggerV := b.logger.V(int(verbosity))
 	return b.watch(b.b.StartEventWatcher(func(e *events.Event) {
 		o := &e.InvolvedObject
 		loggerV.Info("Event occurred", "object", klog.KRef(o.Namespace, o.Name), "fieldPath", o.FieldPath,
@@ -141,7 +150,7 @@ func (b *Broadcaster) NewRecorder(scheme *runtime.Scheme, source corev1.EventSou
 	return &recorder{
 		r:      b.b.NewRecorder(events.Source{Component: source.Component, Host: source.Host}),
 		scheme: scheme,
-		logger: klog.Background(),
+		logger: b.logger,
 	}
 }
 
@@ -162,6 +171,9 @@ func (b *Broadcaster) Shutdown() {
 // events.ErrLost when events were lost, or ctx.Err() (see
 // events.Broadcaster.Shutdown).
 func (b *Broadcaster) ShutdownContext(ctx context.Context) error {
+	if b.stopCtx != nil {
+		b.stopCtx()
+	}
 	err := b.b.Shutdown(ctx)
 	b.mu.Lock()
 	ws := b.watches
@@ -177,7 +189,7 @@ func (b *Broadcaster) ShutdownContext(ctx context.Context) error {
 // methods return, or logs err as client-go does.
 func (b *Broadcaster) watch(st events.Stopper, err error) watch.Interface {
 	if err != nil {
-		klog.Background().Error(err, "Unable start event watcher (will not retry!)")
+		b.logger.Error(err, "Unable start event watcher (will not retry!)")
 		return watch.NewEmptyWatch()
 	}
 	w := &stopWatch{b: b, st: st, ch: make(chan watch.Event)}

@@ -2,9 +2,13 @@ package k8s
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/klog/v2"
 
 	"github.com/heraldgo/herald/events"
 )
@@ -89,4 +93,84 @@ func WithShutdownTimeout(d time.Duration) Option {
 func WithEventsOptions(opts ...events.Option) Option {
 	opts = append([]events.Option(nil), opts...)
 	return optionFunc(func(c *config) { c.events = append(c.events, opts...) })
+}
+
+// logger is the broadcaster's klog logger: klog.FromContext of
+// WithContext's ctx, as client-go's, or klog.Background() without one.
+func (c *config) logger() klog.Logger {
+	if c.ctx != nil {
+		return klog.FromContext(c.ctx)
+	}
+	return klog.Background()
+}
+
+// eventsOptions turns c into the options of the events.Broadcaster
+// underneath, in this order: the logger of c (klog, see logger), the
+// retries of WithSleepDuration (client-go's 12 tries, the sleep given),
+// WithCorrelatorOptions mapped by CorrelatorOptions, then WithEventsOptions'
+// options, which so override the others.
+func (c *config) eventsOptions() []events.Option {
+	opts := make([]events.Option, 0, len(c.events)+3)
+	var h slog.Handler = klogHandler{}
+	if c.ctx != nil {
+		h = logrHandler(klog.FromContext(c.ctx))
+	}
+	opts = append(opts, events.WithLogger(slog.New(h)))
+	if c.sleepSet {
+		opts = append(opts, events.WithRetry(events.DefaultMaxTries, c.sleep))
+	}
+	if c.correlator != nil {
+		opts = append(opts, events.WithCorrelatorOptions(CorrelatorOptions(*c.correlator)))
+	}
+	return append(opts, c.events...)
+}
+
+// logrHandler is the slog.Handler of herald's reports to l: Warn and Error
+// at l's verbosity, Info at V(2), Debug at V(6) (see NewBroadcaster).
+func logrHandler(l klog.Logger) slog.Handler { return logr.ToSlogHandler(l.V(2)) }
+
+// CorrelatorOptions returns client-go's correlator options o as herald's,
+// with the same meaning: every field of o is honoured, a zero field takes
+// client-go's default (which is herald's default too: LRUCacheSize 4096,
+// BurstSize 25, QPS 1/300, MaxEvents 10, MaxIntervalInSeconds 600, the
+// aggregation key and message of EventAggregatorByReasonFunc and
+// EventAggregatorByReasonMessageFunc, one spam bucket per source, object
+// and type, the real clock). KeyFunc, MessageFunc and SpamKeyFunc are
+// given the event as a *corev1.Event (ToCoreV1, its name made valid by
+// ValidEventName); Clock's Now is the correlator's clock.
+//
+// One difference: herald's Recorders stamp events with the correlator's
+// clock too (events.CorrelatorOptions.Now), where client-go's recorder
+// stamps them with the real clock and only its correlator reads Clock. So
+// with a fake Clock the events' timestamps are the fake clock's, and the
+// aggregation and spam filter judge each event at the time it was stamped,
+// as client-go's do when the two clocks agree.
+func CorrelatorOptions(o record.CorrelatorOptions) events.CorrelatorOptions {
+	out := events.CorrelatorOptions{
+		LRUCacheSize: o.LRUCacheSize,
+		BurstSize:    o.BurstSize,
+		QPS:          float64(o.QPS),
+		MaxEvents:    o.MaxEvents,
+		MaxInterval:  time.Duration(o.MaxIntervalInSeconds) * time.Second,
+	}
+	if f := o.KeyFunc; f != nil {
+		out.KeyFunc = func(e *events.Event) (string, string) { return f(coreEvent(e)) }
+	}
+	if f := o.MessageFunc; f != nil {
+		out.MessageFunc = func(e *events.Event) string { return f(coreEvent(e)) }
+	}
+	if f := o.SpamKeyFunc; f != nil {
+		out.SpamKeyFunc = func(e *events.Event) string { return f(coreEvent(e)) }
+	}
+	if c := o.Clock; c != nil {
+		out.Now = c.Now
+	}
+	return out
+}
+
+// coreEvent is e as client-go's correlator functions see it.
+func coreEvent(e *events.Event) *corev1.Event {
+	ev := ToCoreV1(e)
+	ev.Name = ValidEventName(ev.Name)
+	return ev
 }

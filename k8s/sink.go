@@ -31,7 +31,9 @@ import (
 //   - NotFound from Patch: [events.ErrNotFound] (the event was deleted; it is
 //     created anew);
 //   - AlreadyExists: [events.ErrAlreadyExists] (recorded, not retried);
-//   - every other API status, a namespace being deleted included, and
+//   - a namespace being deleted: [events.ErrRejectedExpected] (counted,
+//     logged at Debug only, as client-go logs it at V(5));
+//   - every other API status and
 //     errors building the request: [events.ErrRejected] (never retried);
 //   - anything else (the server cannot be reached, a connection broke):
 //     returned as it is, and retried.
@@ -120,6 +122,9 @@ func classify(err error) error {
 		return err // transport: retried
 	}
 	switch {
+	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		// Expected while a namespace is deleted: client-go logs it at V(5).
+		return fmt.Errorf("%w: %w", events.ErrRejectedExpected, err)
 	case apierrors.IsAlreadyExists(err):
 		return fmt.Errorf("%w: %w", events.ErrAlreadyExists, err)
 	case apierrors.IsTooManyRequests(err), apierrors.IsServiceUnavailable(err),

@@ -18,7 +18,7 @@ import (
 //
 // Like a real Recorder it does not record an invalid event (see
 // [events.Event.Validate]: a type other than [events.Normal] or
-// [events.Warning], no reason, no object name, ...); it keeps those apart,
+// [events.Warning], or what no API server stores); it keeps those apart,
 // in Invalid.
 type FakeRecorder struct {
 	// Source is set on every event; set it before the first event.
