@@ -169,7 +169,12 @@ func In[T any](nc *nats.Conn, subject string, c Codec[T], b *broadcast.Broadcast
 		release()
 		return nil, fmt.Errorf("natsbridge: In: %w", err)
 	}
-	s.SetClosedHandler(func(string) { close(exited) })
+	s.SetClosedHandler(func(string) {
+		close(exited)
+		if nc.IsClosed() { // the connection closed for good, not by Close
+			l.die(fmt.Errorf("natsbridge: In: %w", nats.ErrConnectionClosed))
+		}
+	})
 	subMu.Lock()
 	sub = s
 	subMu.Unlock()
