@@ -72,6 +72,9 @@ func Out[T any](b *broadcast.Broadcaster[T], nc *nats.Conn, subject string, c Co
 			}
 			if err := nc.Publish(subject, data); err != nil {
 				l.fail("a value could not be published", err)
+				if errors.Is(err, nats.ErrConnectionClosed) && l.die(fmt.Errorf("natsbridge: Out: %w", err)) {
+					f.w.Stop() // no publisher of b waits for a link that is gone
+				}
 				return
 			}
 			l.sent.Add(1)

@@ -71,3 +71,30 @@ func TestDoneAfterClose(t *testing.T) {
 		}
 	}
 }
+
+// TestOutConnectionClosedForGood: an Out whose connection closed for good
+// stops at its next value: Done is closed and Err says why.
+func TestOutConnectionClosedForGood(t *testing.T) {
+	s := startServer(t, natstest.Config{})
+	nc := connect(t, s.URL())
+	b := broadcast.New[val]()
+	defer shutdown(t, b)
+	l, err := natsbridge.Out(b, nc, "errdone.out", codec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	b.Publish(val{N: 1})
+	select {
+	case <-l.Done():
+	case <-time.After(guard):
+		t.Fatal("Done not closed after the connection closed for good")
+	}
+	if !errors.Is(l.Err(), nats.ErrConnectionClosed) {
+		t.Fatalf("Err = %v, want nats.ErrConnectionClosed", l.Err())
+	}
+	if st := l.Stats(); st.Failed != 1 {
+		t.Fatalf("Failed = %d, want 1", st.Failed)
+	}
+	closeLink(t, l)
+}
