@@ -72,6 +72,9 @@ func Out[T any](b *broadcast.Broadcaster[T], nc *nats.Conn, subject string, c Co
 			}
 			if err := nc.Publish(subject, data); err != nil {
 				l.fail("a value could not be published", err)
+				if errors.Is(err, nats.ErrConnectionClosed) && l.die(fmt.Errorf("natsbridge: Out: %w", err)) {
+					f.w.Stop() // no publisher of b waits for a link that is gone
+				}
 				return
 			}
 			l.sent.Add(1)
@@ -169,7 +172,12 @@ func In[T any](nc *nats.Conn, subject string, c Codec[T], b *broadcast.Broadcast
 		release()
 		return nil, fmt.Errorf("natsbridge: In: %w", err)
 	}
-	s.SetClosedHandler(func(string) { close(exited) })
+	s.SetClosedHandler(func(string) {
+		close(exited)
+		if nc.IsClosed() { // the connection closed for good, not by Close
+			l.die(fmt.Errorf("natsbridge: In: %w", nats.ErrConnectionClosed))
+		}
+	})
 	subMu.Lock()
 	sub = s
 	subMu.Unlock()

@@ -74,7 +74,7 @@ func Example() {
 	// Output:
 	// a started
 	// a ready
-	// {Sent:2 Received:0 Failed:0 Dropped:0}
+	// {Sent:2 Received:0 Failed:0 Dropped:0 Lost:0 Pending:0}
 }
 
 // Two replicas, each a Node on its own connection: what either publishes

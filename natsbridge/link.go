@@ -17,7 +17,9 @@ type Link struct {
 	subject string
 
 	sent, received, failed atomic.Uint64
+	lost                   atomic.Uint64 // In: gaps in an origin's sequence numbers
 	lastSeq                atomic.Uint64
+	pending                func() uint64               // Out: values handed to NATS, not yet out of the client; nil: 0
 	dropped                func() uint64               // the link's view of slow-consumer drops
 	setLimits              func(msgs, bytes int) error // In only
 
@@ -30,6 +32,11 @@ type Link struct {
 	closeMu   sync.Mutex
 	closing   bool
 	closeDone chan struct{} // closed when the first Close has finished
+
+	done     chan struct{} // closed when the link has stopped, by Close or for good
+	doneOnce sync.Once
+	errMu    sync.Mutex
+	err      error // why the link stopped for good; nil while it runs and after Close
 }
 
 // LinkStats is a snapshot of a link's counters.
@@ -39,10 +46,12 @@ type Link struct {
 // lost to the watcher's policy are in Dropped). Every message an incoming
 // link took from NATS ends up in Received or Failed.
 type LinkStats struct {
-	Sent     uint64 // values published to NATS (Out) or acknowledged by the stream (OutStream)
+	Sent     uint64 // values that left the NATS client (Out) or acknowledged by the stream (OutStream)
 	Received uint64 // messages received and published on b (In, InStream)
 	Failed   uint64 // values lost to encode, decode or transport errors
 	Dropped  uint64 // messages the client dropped as a slow consumer, as far as the link can see
+	Lost     uint64 // In: values of an origin that never arrived (gaps in its sequence); not counted yet: always 0
+	Pending  uint64 // Out: values handed to NATS and not yet out of the client; not counted yet: always 0
 }
 
 func newLink(kind, subject string) *Link {
@@ -51,6 +60,7 @@ func newLink(kind, subject string) *Link {
 		subject:   subject,
 		warn:      newWarner(kind, subject),
 		closeDone: make(chan struct{}),
+		done:      make(chan struct{}),
 		dropped:   func() uint64 { return 0 },
 	}
 }
@@ -70,7 +80,55 @@ func (l *Link) Stats() LinkStats {
 	if l.dropped != nil {
 		s.Dropped = l.dropped()
 	}
+	s.Lost = l.lost.Load()
+	if l.pending != nil {
+		s.Pending = l.pending()
+	}
 	return s
+}
+
+// Err returns nil while the link runs, and after [Link.Close] if the link
+// had not stopped before; otherwise why it stopped for good (for [Out] and
+// [In]: nats.ErrConnectionClosed, the connection closed for good).
+func (l *Link) Err() error {
+	l.errMu.Lock()
+	defer l.errMu.Unlock()
+	return l.err
+}
+
+// Done returns a channel closed when the link has stopped: by
+// [Link.Close], or for good (then [Link.Err] says why).
+func (l *Link) Done() <-chan struct{} {
+	if l.done == nil { // a zero Link
+		return closedChan
+	}
+	return l.done
+}
+
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// die records that the link stopped for good, logs it at Error and closes
+// Done; a no-op once Close began or the link died already. It reports
+// whether it recorded err.
+func (l *Link) die(err error) bool {
+	l.closeMu.Lock()
+	closing := l.closing
+	l.closeMu.Unlock()
+	if closing {
+		return false
+	}
+	first := false
+	l.errMu.Lock()
+	if l.err == nil {
+		l.err, first = err, true
+	}
+	l.errMu.Unlock()
+	if !first {
+		return false
+	}
+	l.warn.logger().Error("natsbridge: link stopped for good", "link", l.kind, "subject", l.subject, "err", err)
+	l.doneOnce.Do(func() { close(l.done) })
+	return true
 }
 
 // LastSeq returns the stream sequence of the last message InStream
@@ -121,6 +179,7 @@ func (l *Link) Close(ctx context.Context) error {
 	err := l.shut(ctx)
 	l.release()
 	l.warn.close()
+	l.doneOnce.Do(func() { close(l.done) })
 	close(l.closeDone)
 	return err
 }

@@ -14,6 +14,7 @@ const warnInterval = 10 * time.Second
 // are summed up in one line when the interval ends, and at Close.
 type warner struct {
 	kind, subject string
+	lg            *slog.Logger // nil: slog.Default()
 
 	mu         sync.Mutex
 	next       time.Time // no line before this
@@ -102,5 +103,13 @@ func (w *warner) log(msg string, err error, n uint64) {
 		msg += " (latest of several)"
 	}
 	attrs = append(attrs, "count", n)
-	slog.Default().Warn("natsbridge: "+msg, attrs...)
+	w.logger().Warn("natsbridge: "+msg, attrs...)
+}
+
+// logger is the link's logger: WithLogger's, or slog.Default().
+func (w *warner) logger() *slog.Logger {
+	if w.lg != nil {
+		return w.lg
+	}
+	return slog.Default()
 }
