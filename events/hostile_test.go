@@ -163,8 +163,6 @@ func one(s string) hostileOutcome {
 	}
 }
 
-// invalidOutcome is that of one invalid event: counted and reported only.
-var invalidOutcome = hostileOutcome{Stats: events.Stats{Invalid: 1}, Reports: []string{"invalid"}}
 
 func opts(o ...events.Option) func() []events.Option { return func() []events.Option { return o } }
 
