@@ -45,6 +45,7 @@ const (
 	annRelated = "herald.k8s.io/related"
 	annSeries  = "herald.k8s.io/series" // the isomorphic key and its generation
 	annFlush   = "herald.k8s.io/flush"  // a series write: the key of the series
+	annNote    = "herald.k8s.io/note"   // the note; the message is the series key, which the correlator de-duplicates by
 )
 
 // EventBroadcaster is client-go's tools/events EventBroadcaster
@@ -346,7 +347,8 @@ func (eb *EventBroadcaster) record(r events.Recorder, ref events.ObjectReference
 	en.last = now
 	en.occurrences++
 	ann[annSeries] = en.key
-	r.AnnotatedEventf(ref, ann, eventtype, reason, "%s", note)
+	ann[annNote] = note
+	r.AnnotatedEventf(ref, ann, eventtype, reason, "%s", en.key)
 	// The 2nd occurrence is written at once by the sink (count 2); later
 	// ones are counted there and written by a flush.
 	if en.occurrences < 3 || en.timer != nil {
@@ -380,8 +382,9 @@ func namespaceOf(o events.ObjectReference) string {
 func (eb *EventBroadcaster) flushLocked(en *entry) {
 	eb.seq++
 	eb.flushes.Add(1)
-	ann := map[string]string{annFlush: en.key, annSeries: "flush#" + strconv.FormatUint(eb.seq, 36)}
-	eb.b.NewRecorder(events.Source{}).AnnotatedEventf(en.regarding, ann, en.eventtype, en.reason, "")
+	k := "flush#" + strconv.FormatUint(eb.seq, 36)
+	ann := map[string]string{annFlush: en.key, annSeries: k}
+	eb.b.NewRecorder(events.Source{}).AnnotatedEventf(en.regarding, ann, en.eventtype, en.reason, "%s", k)
 }
 
 // prune forgets the keys whose window has passed, every so many inserts,

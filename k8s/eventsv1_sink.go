@@ -190,7 +190,7 @@ func toEventsV1(e *events.Event) *eventsv1.Event {
 	var ann map[string]string
 	for k, v := range e.Annotations {
 		switch k {
-		case annAction, annRelated, annSeries, annFlush:
+		case annAction, annRelated, annSeries, annFlush, annNote:
 			continue
 		}
 		if ann == nil {
@@ -218,7 +218,7 @@ func toEventsV1(e *events.Event) *eventsv1.Event {
 		Reason:              e.Reason,
 		Regarding:           ToObjectReference(e.InvolvedObject),
 		Related:             rel,
-		Note:                e.Message,
+		Note:                e.Annotations[annNote],
 		Type:                e.Type,
 	}
 }
