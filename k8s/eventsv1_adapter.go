@@ -18,6 +18,8 @@ import (
 // [NewEventBroadcaster]; otherwise, and for DeprecatedNewLegacyRecorder,
 // through [NewBroadcaster] (core/v1). ctx is given to both as
 // [WithContext], before opts.
+//
+//lint:ignore SA1019 the result is client-go's own adapter interface (API.md), deprecated upstream with the adapter itself
 func NewEventBroadcasterAdapter(ctx context.Context, client kubernetes.Interface, opts ...Option) clientevents.EventBroadcasterAdapter {
 	opts = append([]Option{WithContext(ctx)}, opts...)
 	a := &eventAdapter{core: client.CoreV1()}
