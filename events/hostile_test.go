@@ -163,7 +163,6 @@ func one(s string) hostileOutcome {
 	}
 }
 
-
 func opts(o ...events.Option) func() []events.Option { return func() []events.Option { return o } }
 
 // recordOne records a Normal "R" "m" event.
