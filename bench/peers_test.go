@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"strconv"
@@ -177,8 +178,17 @@ func fanoutPeer(b *testing.B, n int, p peer) {
 		each, warmed := warmThenInOrder(&warm)
 		wg.Go(func() {
 			defer warmed()
-			if got, err := read(want, each); err != nil {
-				errs <- fmt.Errorf("%s watcher: %d of %d: %w", p.name, got, want, err)
+			got, err := read(want, each)
+			if err == nil {
+				return
+			}
+			errs <- fmt.Errorf("%s watcher: %d of %d: %w", p.name, got, want, err)
+			// The peers are lossless: a watcher that stopped reading would
+			// stall the publisher, and wg.Wait with it, for good. Read the
+			// rest unchecked (the failing value was consumed), so that the
+			// run ends and reports the error.
+			if rest := want - got - 1; rest > 0 && !errors.Is(err, errEarlyClose) {
+				read(rest, func(int, watch.Event) error { return nil })
 			}
 		})
 	}

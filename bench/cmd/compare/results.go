@@ -73,6 +73,47 @@ func (r *results) median(name, unit string) (float64, bool) {
 	return stats.Median(xs), true
 }
 
+// roundSums is, per round, the sum of name's values in units: the runs of
+// one round are the i-th value of every name, since each round runs every
+// workload once per system. ok is false when a unit is missing or the
+// units' run counts differ (a run failed).
+func (r *results) roundSums(name string, units []string) ([]float64, bool) {
+	var sums []float64
+	for i, u := range units {
+		xs := r.values[name][u]
+		if len(xs) == 0 || (i > 0 && len(xs) != len(sums)) {
+			return nil, false
+		}
+		if i == 0 {
+			sums = make([]float64, len(xs))
+		}
+		for j, x := range xs {
+			sums[j] += x
+		}
+	}
+	return sums, len(sums) > 0
+}
+
+// medianRatio is the median over rounds of k/h, each round's pair measured
+// minutes apart at most, so that a noisy stretch of the machine moves both
+// sides of a ratio together. ok is false when the two have different run
+// counts (a run of one side failed): the caller then divides medians.
+func (r *results) medianRatio(k, h string, units []string) (float64, bool) {
+	ks, kok := r.roundSums(k, units)
+	hs, hok := r.roundSums(h, units)
+	if !kok || !hok || len(ks) != len(hs) {
+		return 0, false
+	}
+	ratios := make([]float64, 0, len(ks))
+	for i := range ks {
+		if hs[i] == 0 {
+			return 0, false
+		}
+		ratios = append(ratios, ks[i]/hs[i])
+	}
+	return stats.Median(ratios), true
+}
+
 // spread is the lowest and highest run, for the Markdown notes.
 func (r *results) spread(name, unit string) (lo, hi float64, n int) {
 	xs := r.values[name][unit]

@@ -246,7 +246,10 @@ func buildTable(res *results, benches map[string]bool) *table {
 		kv, kok := sumMedians(res, r.k8s, r.units)
 		hv, hok := sumMedians(res, r.herald, r.units)
 		r.kv, r.hv, r.ok = kv, hv, kok && hok
+		mr, mok := res.medianRatio(r.k8s, r.herald, r.units)
 		switch {
+		case mok:
+			r.ratio = mr
 		case hv != 0:
 			r.ratio = kv / hv
 		case kv != 0:
@@ -401,7 +404,7 @@ func (t *table) markdown(env string) string {
 	b.WriteString("Both systems run the same workloads, interleaved in one run, carrying the same element type ")
 	b.WriteString("(`watch.Event{Type, Object}`): k8s.io/apimachinery `watch.Broadcaster` v0.37.2 ")
 	b.WriteString("(`NewLongQueueBroadcaster`, as client-go's event recording uses; `NewBroadcaster` for workload 3, where it is the faster) against `broadcast.Broadcaster[watch.Event]`, ")
-	b.WriteString("and client-go `record` against herald's `events`. Every value is the median of the runs; ")
+	b.WriteString("and client-go `record` against herald's `events`. Every value is the median of the runs; each ratio is the median of the rounds' ratios (each round runs both sides, minutes apart at most), so it may differ from the quotient of the two medians shown; ")
 	b.WriteString("the ratio is k8s/herald, so above 1× herald is cheaper (for the rows marked \"higher is better\" it is the other way round).\n\n")
 	fmt.Fprintf(&b, "%s.\n\n", env)
 	fmt.Fprintf(&b, "| %s |\n|%s\n", strings.Join(header, " | "), strings.Repeat(" --- |", len(header)))
