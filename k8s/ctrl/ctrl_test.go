@@ -28,9 +28,14 @@ import (
 	"github.com/heraldgo/herald/k8s"
 	"github.com/heraldgo/herald/k8s/ctrl"
 	"github.com/heraldgo/herald/k8s/internal/apiservertest"
+	"github.com/heraldgo/herald/k8s/k8stest"
 )
 
 const name = "herald-ctrl-test"
+
+// k8stest's recorder is a controller-runtime recorder, for reconcilers' own
+// tests.
+var _ recorder.EventRecorder = (&k8stest.Recorder{}).EventsV1()
 
 var quiet = k8s.WithEventsOptions(events.WithLogger(slog.New(slog.NewTextHandler(io.Discard, nil))))
 
