@@ -90,9 +90,9 @@ var _ clientevents.EventBroadcaster = (*EventBroadcaster)(nil)
 //
 // Nothing is written until StartRecordingToSink or
 // StartRecordingToSinkWithContext is called, as with client-go. Writes go
-// through an events.Broadcaster: a queue of 1000 events per sink and
-// watcher (events.WithQueueLength), events that do not fit counted and
-// reported; one goroutine per started sink or watcher, and for a sink up to
+// through an events.Broadcaster: a queue of [DefaultEventsV1QueueLength]
+// events per sink and watcher (events.WithQueueLength), events that do not
+// fit counted and reported; one goroutine per started sink or watcher, and for a sink up to
 // events.WithSinkConcurrency goroutines writing (none while idle). For
 // client-go's own *clientevents.EventSinkImpl that is
 // [DefaultSinkConcurrency]; any other sink is called one event at a time,
@@ -137,6 +137,7 @@ func newEventBroadcaster(sink clientevents.EventSink, opts []Option) *EventBroad
 		conc = DefaultSinkConcurrency
 	}
 	eopts := []events.Option{
+		events.WithQueueLength(DefaultEventsV1QueueLength),
 		events.WithLogger(slog.New(handler)),
 		events.WithSinkConcurrency(conc),
 		events.WithCorrelatorOptions(events.CorrelatorOptions{
@@ -158,6 +159,18 @@ func newEventBroadcaster(sink clientevents.EventSink, opts []Option) *EventBroad
 	}
 	return eb
 }
+
+// DefaultEventsV1QueueLength is the queue length per sink and watcher of
+// [NewEventBroadcaster] and [NewEventBroadcasterAdapter] (NewBroadcaster's
+// is events.DefaultQueueLength, 1000, as tools/record's). tools/events
+// never drops at the recorder: its Eventf waits when its 1000 are full and
+// each event then waits in a goroutine of its own, so a burst is held, at
+// the price of a goroutine per event (73,619 at the peak of the storm in
+// k8s/README.md). herald holds a burst in its queue instead: 32,768 events
+// hold the storm's 20,000 with room, at about 440 bytes each while queued
+// (14 MB if full, nothing when empty), with a bounded number of goroutines;
+// what still does not fit is counted and reported.
+const DefaultEventsV1QueueLength = 1 << 15
 
 // maxTries is client-go's maxTriesPerEvent.
 const maxTries = 12

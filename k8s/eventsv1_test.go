@@ -2,6 +2,8 @@ package k8s_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync"
@@ -183,4 +185,53 @@ func indexOf(s, sub string) int {
 		}
 	}
 	return -1
+}
+
+// gatedV1Sink holds every write until open is closed.
+type gatedV1Sink struct {
+	v1FakeSink
+	entered chan struct{} // gets a value at each Create
+	open    chan struct{}
+}
+
+func (s *gatedV1Sink) Create(ctx context.Context, e *eventsv1.Event) (*eventsv1.Event, error) {
+	select {
+	case s.entered <- struct{}{}:
+	default:
+	}
+	<-s.open
+	return s.v1FakeSink.Create(ctx, e)
+}
+
+// TestEventBroadcasterHoldsABurst: the default queue of NewEventBroadcaster
+// (DefaultEventsV1QueueLength) holds a burst of 20,000 distinct events
+// recorded while the sink writes nothing, as tools/events (whose Eventf
+// waits, and whose goroutine per event holds it) stores them; the first
+// event beyond it is counted in Dropped, not lost silently.
+func TestEventBroadcasterHoldsABurst(t *testing.T) {
+	sink := &gatedV1Sink{v1FakeSink: v1FakeSink{t: t}, entered: make(chan struct{}, 1), open: make(chan struct{})}
+	b := k8s.NewEventBroadcaster(sink, quietEvents).(*k8s.EventBroadcaster)
+	b.StartRecordingToSinkWithContext(context.Background())
+	rec := b.NewRecorder(scheme.Scheme, "ctrl")
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "p"}}
+	// The sink's worker takes the first event and waits in Create with
+	// it: the queue then holds DefaultEventsV1QueueLength more.
+	n := k8s.DefaultEventsV1QueueLength + 1
+	rec.Eventf(p, nil, corev1.EventTypeNormal, "R0", "A", "n 0")
+	<-sink.entered
+	for i := 1; i <= n; i++ {
+		rec.Eventf(p, nil, corev1.EventTypeNormal, fmt.Sprint("R", i), "A", "n %d", i)
+	}
+	if st := b.Stats(); st.Dropped != 1 {
+		t.Errorf("after %d events with the sink blocked: Dropped = %d, want 1 (the one beyond the queue)", n+1, st.Dropped)
+	}
+	close(sink.open)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := b.ShutdownContext(ctx); !errors.Is(err, events.ErrLost) {
+		t.Errorf("ShutdownContext = %v, want an error wrapping events.ErrLost (one event dropped)", err)
+	}
+	if c, _ := sink.snapshot(); len(c) != n {
+		t.Errorf("%d events written, want %d", len(c), n)
+	}
 }
