@@ -14,18 +14,11 @@ package broadcast_test
 //     returns at its deadline, and Shutdown(ctx) returns ctx.Err() at its
 //     deadline with every watcher closed and no goroutine left.
 //
-// A watcher whose reader used C() holds more: C()'s forwarder keeps reading
-// it after the reader left, and holds min(ChannelBuffer, queue length)
-// values in flight (abandonQueue-1 in the channel, one in its blocked
-// send), which are never dropped; then its queue holds its queue length as
-// above. Since those values must reach a reader before C() closes,
-// Shutdown waits for one: TestAbandonedReaderLossy reads the watcher
-// during Shutdown, TestAbandonedReaderBlock lets Shutdown's deadline pass
-// (the channel keeps what it holds, the rest is dropped, counted).
+// A watcher whose reader used C() holds the same: C()'s channel is its
+// queue (guarantee 3), and Shutdown waits for no reader (guarantee 6).
 //
 // Everything timed runs in a testing/synctest bubble, so the durations
-// asserted are exact virtual time, not measurements; a synctest.Wait after
-// each publish lets the forwarder take what it can.
+// asserted are exact virtual time, not measurements.
 
 import (
 	"context"
@@ -49,16 +42,12 @@ const abandonQueue = 3
 // abandonWait is d of BlockFor(d).
 const abandonWait = 2 * time.Second
 
-// abandonInFlight is how many values a watcher whose reader used C() holds
-// beyond its queue length.
-const abandonInFlight = min(broadcast.ChannelBuffer, abandonQueue)
-
 // How a reader leaves. Each reads 1 and 2 of the queued 1, 2, 3 and leaves
 // without Stop; 3 must still be queued for the watcher afterwards (All()
 // batches values, and a batch not yielded stays queued).
 var abandonModes = []struct {
 	name string
-	viaC bool // the reader used C(): the forwarder holds abandonInFlight values
+	viaC bool // the reader used C()
 	// leave starts the reader and returns once it has left; rest returns
 	// what the reader reads after it is released at the end (only the
 	// stuck reader reads on), or nil.
@@ -206,20 +195,16 @@ func TestAbandonedReaderLossy(t *testing.T) {
 	for _, pc := range []struct {
 		name  string
 		p     broadcast.Policy
-		held  []int // read through All(): the queue length
-		heldC []int // read through C(): abandonInFlight values in flight (3, 4, 5), then the queue length
+		held []int // its queue length, on both read paths
 	}{
-		{"Drop", broadcast.Drop, []int{3, 4, 5}, []int{3, 4, 5, 6, 7, 8}},
-		{"DropOldest", broadcast.DropOldest, []int{10, 11, 12}, []int{3, 4, 5, 10, 11, 12}},
-		{"BlockFor", broadcast.BlockFor(abandonWait), []int{3, 4, 5}, []int{3, 4, 5, 6, 7, 8}},
+		{"Drop", broadcast.Drop, []int{3, 4, 5}},
+		{"DropOldest", broadcast.DropOldest, []int{10, 11, 12}},
+		{"BlockFor", broadcast.BlockFor(abandonWait), []int{3, 4, 5}},
 	} {
 		for mode, m := range abandonModes {
 			t.Run(pc.name+"/"+m.name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					held := pc.held
-					if m.viaC {
-						held = pc.heldC
-					}
 					// 12 published to it: 2 read, what it holds, the rest counted.
 					dropped := 12 - 2 - len(held)
 					var wait time.Duration // how long publishing 4..12 takes
@@ -237,7 +222,6 @@ func TestAbandonedReaderLossy(t *testing.T) {
 						} else if err := b.Publish(v); err != nil {
 							t.Fatalf("Publish(%d): %v", v, err)
 						}
-						synctest.Wait() // the forwarder, if any, takes what it can
 					}
 					if got := time.Since(start); got != wait {
 						t.Errorf("publishing 4..12 took %v, want %v", got, wait)
@@ -248,20 +232,6 @@ func TestAbandonedReaderLossy(t *testing.T) {
 					if got := w.Len(); got != len(held) {
 						t.Errorf("Len() = %d, want %d", got, len(held))
 					}
-					// Through C(), more is queued than the channel holds:
-					// Shutdown waits for a reader, so read meanwhile.
-					var heldGot <-chan []int
-					if m.viaC && rest == nil {
-						c := make(chan []int, 1)
-						go func() {
-							var vs []int
-							for v := range w.All() { // after C(): reads the channel
-								vs = append(vs, v)
-							}
-							c <- vs
-						}()
-						heldGot = c
-					}
 					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 					defer cancel()
 					start = time.Now()
@@ -271,12 +241,7 @@ func TestAbandonedReaderLossy(t *testing.T) {
 					if got := time.Since(start); got != 0 {
 						t.Errorf("Shutdown took %v, want no wait", got)
 					}
-					var got []int
-					if heldGot != nil {
-						got = <-heldGot
-					} else {
-						got = abandonRead(t, w, rest, mode%2 == 0)
-					}
+					got := abandonRead(t, w, rest, mode%2 == 0)
 					if d := cmp.Diff(held, got); d != "" {
 						t.Errorf("the abandoned watcher held (-want +got):\n%s", d)
 					}
@@ -298,12 +263,9 @@ func TestAbandonedReaderBlock(t *testing.T) {
 		t.Run(m.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				b, w, other, rest := abandonSetup(t, broadcast.Block, mode)
-				// The watcher holds 3 to last: its queue length, plus, if
-				// its reader used C(), abandonInFlight values in flight.
+				// The watcher holds 3 to last: its queue length, on both
+				// read paths.
 				last := 2 + abandonQueue
-				if abandonModes[mode].viaC {
-					last += abandonInFlight
-				}
 				for v := 4; v <= last; v++ {
 					if ok, err := b.TryPublish(v); !ok || err != nil {
 						t.Fatalf("TryPublish(%d) = (%v, %v), want (true, nil): there is room", v, ok, err)
@@ -348,15 +310,8 @@ func TestAbandonedReaderBlock(t *testing.T) {
 				}
 				// Every watcher is closed: the abandoned one after what it
 				// held (last+1 and last+2 were dropped for it, counted), the
-				// other after everything. Through C(), Shutdown's deadline
-				// passed with nobody reading: the channel keeps what it
-				// holds (3 and 4), and the value in the forwarder's send
-				// and the rest of the queue (5 to last) are dropped too.
+				// other after everything, on both read paths.
 				held, dropped := testutil.Seq(3, last+1), 2
-				if abandonModes[mode].viaC {
-					held = testutil.Seq(3, 3+abandonInFlight-1)
-					dropped += last - 2 - len(held)
-				}
 				if d := cmp.Diff(held, abandonRead(t, w, rest, mode%2 == 0)); d != "" {
 					t.Errorf("the abandoned watcher held (-want +got):\n%s", d)
 				}

@@ -484,26 +484,19 @@ func TestTotalOrder(t *testing.T) {
 // TestNeverReadingWatcher covers guarantee 3: a watcher nobody reads holds
 // exactly its queue length, the first values under Drop and BlockFor, the
 // last under DropOldest, and counts every value it lost.
-//
-// Once C() was called (C-called-first), the watcher also holds the values
-// its forwarder took: min(ChannelBuffer, queue length) = 3 in flight (2 in
-// the channel, 1 in the forwarder's blocked send), the oldest ones, never
-// dropped; its queue then holds qlen more under its policy (wantC). Each
-// publish is followed by synctest.Wait so that the forwarder takes what it
-// can, and since more is queued than the channel holds, Shutdown waits for
-// a reader: the watcher is read while Shutdown runs.
+// The same holds once C() was called (C-called-first): C()'s channel is the
+// watcher's queue, and nothing reads while Shutdown runs.
 func TestNeverReadingWatcher(t *testing.T) {
 	const qlen, n = 3, 10
 	cases := []struct {
 		name  string
 		p     broadcast.Policy
-		want  []int
-		wantC []int
-		wait  time.Duration // time each Publish that finds the watcher full takes
+		want []int
+		wait time.Duration // time each Publish that finds the watcher full takes
 	}{
-		{"Drop", broadcast.Drop, []int{1, 2, 3}, []int{1, 2, 3, 4, 5, 6}, 0},
-		{"DropOldest", broadcast.DropOldest, []int{8, 9, 10}, []int{1, 2, 3, 8, 9, 10}, 0},
-		{"BlockFor", broadcast.BlockFor(time.Second), []int{1, 2, 3}, []int{1, 2, 3, 4, 5, 6}, time.Second},
+		{"Drop", broadcast.Drop, []int{1, 2, 3}, 0},
+		{"DropOldest", broadcast.DropOldest, []int{8, 9, 10}, 0},
+		{"BlockFor", broadcast.BlockFor(time.Second), []int{1, 2, 3}, time.Second},
 	}
 	for _, tc := range cases {
 		for _, rp := range readPaths {
@@ -512,7 +505,6 @@ func TestNeverReadingWatcher(t *testing.T) {
 				want := tc.want
 				if touched {
 					name += "/C-called-first"
-					want = tc.wantC
 				}
 				lost := n - len(want)
 				t.Run(name, func(t *testing.T) {
@@ -601,11 +593,9 @@ func TestLossyAfterReaderFreesRoom(t *testing.T) {
 		droppedC uint64
 	}{
 		{"Drop/read one", broadcast.Drop, []step{{pub: []int{1, 2, 3}}, {read: []int{1}}, {pub: []int{4}}}, []int{2, 4}, 1, nil, 0},
-		// Through C(): 4 and 5 in flight, 6 queued.
-		{"Drop/read all", broadcast.Drop, []step{{pub: []int{1, 2, 3}}, {read: []int{1, 2}}, {pub: []int{4, 5, 6}}}, []int{4, 5}, 2, []int{4, 5, 6}, 1},
+		{"Drop/read all", broadcast.Drop, []step{{pub: []int{1, 2, 3}}, {read: []int{1, 2}}, {pub: []int{4, 5, 6}}}, []int{4, 5}, 2, nil, 0},
 		{"DropOldest/read all", broadcast.DropOldest, []step{{pub: []int{1, 2, 3}}, {read: []int{2, 3}}, {pub: []int{4}}}, []int{4}, 1, nil, 0},
-		// Through C(): 3 is in the channel, in flight, never discarded.
-		{"DropOldest/read one", broadcast.DropOldest, []step{{pub: []int{1, 2, 3}}, {read: []int{2}}, {pub: []int{4, 5}}}, []int{4, 5}, 2, []int{3, 4, 5}, 1},
+		{"DropOldest/read one", broadcast.DropOldest, []step{{pub: []int{1, 2, 3}}, {read: []int{2}}, {pub: []int{4, 5}}}, []int{4, 5}, 2, nil, 0},
 		{"BlockFor/read one", broadcast.BlockFor(time.Second), []step{{pub: []int{1, 2, 3}, wait: time.Second}, {read: []int{1}}, {pub: []int{4}}}, []int{2, 4}, 1, nil, 0},
 		{"Block/read one", broadcast.Block, []step{{pub: []int{1, 2}}, {read: []int{1}}, {pub: []int{3}}}, []int{2, 3}, 0, nil, 0},
 	}
@@ -1009,16 +999,13 @@ func TestShutdown(t *testing.T) {
 					synctest.Test(t, func(t *testing.T) {
 						b := newB(t)
 						// Queue length 6: with C() called before, its channel
-						// holds min(ChannelBuffer, 6)-1 = 5 values, all the
-						// queued ones, so Shutdown returns without a reader
-						// (values that do not fit in the channel need a
-						// reader during Shutdown: TestShutdownDrainsLongCQueue).
+						// holds the whole queue (guarantee 3).
 						w := watch(t, b, with(pc.p, 6)...)
 						var c <-chan int
 						if early {
 							c = w.C()
-							if cap(c) != 5 {
-								t.Fatalf("cap(C()) = %d, want 5", cap(c))
+							if cap(c) != 6 {
+								t.Fatalf("cap(C()) = %d, want 6, the queue length", cap(c))
 							}
 						}
 						publishNoWait(t, b, 1, 2, 3, 4, 5)
@@ -1756,13 +1743,8 @@ func TestTryPublish(t *testing.T) {
 			if early {
 				name += "/C-called-before"
 			}
-			// With C() called before, w holds one more value: its
-			// forwarder's, in flight beyond its queue length of 1 (the
-			// channel is unbuffered). So it is full after 1, 2, and
-			// refuses 3; without, after 1, and refuses 2. Each TryPublish
-			// is followed by synctest.Wait so that the forwarder takes
-			// what it can. w holds more than its channel buffers at the
-			// end: it is read while Shutdown runs.
+			// On both read paths w, of queue length 1, is full after 1
+			// and refuses 2 (guarantee 3: C()'s channel is its queue).
 			t.Run(name, func(t *testing.T) {
 				synctest.Test(t, func(t *testing.T) {
 					b := newB(t)
@@ -1771,11 +1753,9 @@ func TestTryPublish(t *testing.T) {
 					held := []int{1}
 					if early {
 						w.C()
-						held = []int{1, 2}
 					}
 					for _, v := range held {
 						try(t, b, v, true)
-						synctest.Wait()
 					}
 					refused := len(held) + 1
 					try(t, b, refused, false)
@@ -1786,10 +1766,10 @@ func TestTryPublish(t *testing.T) {
 					if d := diff([]int{1}, testutil.Collect(t, w.C(), 1, guard)); d != "" {
 						t.Fatalf("read (-want +got):\n%s", d)
 					}
-					synctest.Wait()
 					try(t, b, refused+1, true)
 					rest := append(slices.Clone(held[1:]), refused+1)
-					if d := diff(rest, shutdownReading(t, b, w, readPaths[0])); d != "" {
+					shutdown(t, b)
+					if d := diff(rest, testutil.Drain(t, w.C(), guard)); d != "" {
 						t.Errorf("w after the read (-want +got):\n%s", d)
 					}
 					if d := diff(append(slices.Clone(held), refused+1), testutil.Drain(t, other.C(), guard)); d != "" {

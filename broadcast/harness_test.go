@@ -21,9 +21,8 @@ type harnessCase struct {
 }
 
 // harnessRead is a read path: All (C() never called), C (called as soon as
-// the watcher is registered: its forwarder holds values in flight beyond
-// the queue length), or C called only to read (after the values are
-// queued, as with All before that).
+// the watcher is registered), or C called only to read (after the values
+// are queued). All three hold the same values (guarantee 3).
 type harnessRead struct {
 	name  string
 	early bool // C() called before anything is published to the watcher
@@ -54,24 +53,22 @@ func (hc harnessCase) want() (held []int, dropped uint64, published, publishedTo
 		head = []int{-2, -1} // the kept values published before it, replayed
 	}
 	// room is how many live values it takes before it is full: its queue
-	// length, plus, through C() called early, the live values among the
-	// min(ChannelBuffer, queue length) its forwarder holds in flight (the
-	// first values: the prefix or replay, then the first live ones), which
-	// are exempt from the queue length and never dropped or evicted.
-	room, inFlight := harnessQueue, 0
-	why := ""
-	if hc.read.early {
-		inFlight = max(0, min(broadcast.ChannelBuffer, harnessQueue)-len(head))
-		room += inFlight
-		why = fmt.Sprintf(" (through C(): %d live values in flight beyond the queue length, held by its forwarder, never dropped)", inFlight)
-	}
+	// length on every read path.
+	room := harnessQueue
+	why := " (" + hc.read.name + ")"
 	first := testutil.Seq(1, room+1)
 	switch hc.policy.String() {
 	case "Drop", "BlockFor(1s)":
 		held = append(head, first...)
 		return held, uint64(harnessPub - room), harnessPub, harnessPub, "guarantee 3: a full Drop (or expired BlockFor) watcher keeps the first values; 5/9: the prefix or replay is never dropped and does not count" + why
 	case "DropOldest":
-		held = append(append(head, testutil.Seq(1, inFlight+1)...), testutil.Seq(harnessPub-harnessQueue+1, harnessPub+1)...)
+		if hc.read.early && len(head) > 0 {
+			// Through C(), while the prefix or replay is unread in front of
+			// the live values, the new value is dropped instead (Watcher.C).
+			held = append(head, first...)
+			return held, uint64(harnessPub - room), harnessPub, harnessPub, "guarantee 3 through C(): DropOldest behind an unread prefix or replay drops the new value, never a prefix or replayed one" + why
+		}
+		held = append(head, testutil.Seq(harnessPub-harnessQueue+1, harnessPub+1)...)
 		return held, uint64(harnessPub - room), harnessPub, harnessPub, "guarantee 3: DropOldest keeps the last values, never a prefix or replayed one" + why
 	case "Block":
 		held = append(head, first...)
@@ -86,13 +83,10 @@ func (hc harnessCase) want() (held []int, dropped uint64, published, publishedTo
 // TestContractHarness runs the guarantees that hold for every watcher over
 // {policy, read path, start}: the registration barrier (1), a watcher that
 // never reads holds exactly its queue length under its policy with every
-// loss counted (3, 4, 10; through C(), plus the values in flight that
-// Watcher.C documents), the prefix or replay first and never dropped
+// loss counted (3, 4, 10; the same through C() as through All()), the prefix or replay first and never dropped
 // (5, 9), Stop releases a Publish waiting for it (4), sequence numbers and
 // Err() (8, 11), and Shutdown leaves what it holds readable (6). Each case
-// says which guarantee it checks. Every publish is followed by
-// synctest.Wait, so that C()'s forwarder takes what it can: what a watcher
-// holds is then exact.
+// says which guarantee it checks.
 func TestContractHarness(t *testing.T) {
 	policies := []broadcast.Policy{broadcast.Drop, broadcast.DropOldest, broadcast.Block, broadcast.BlockFor(time.Second), broadcast.Evict}
 	for _, p := range policies {
@@ -139,7 +133,6 @@ func (hc harnessCase) run(t *testing.T) {
 			continue
 		}
 		publish(t, b, v)
-		synctest.Wait() // C()'s forwarder, if any, takes what it can
 	}
 	// Only BlockFor waits: 1s for each value it drops.
 	var waited time.Duration
@@ -162,7 +155,7 @@ func (hc harnessCase) run(t *testing.T) {
 		if _, ok := returned(waiting); ok {
 			t.Fatalf("Publish returned with the Block watcher full (%s)", reason)
 		}
-		// Read what it holds first: Stop discards what is not in C()'s buffer.
+		// Read what it holds first: Stop discards what All would read.
 		got := hc.read.rp.take(t, w, len(held))
 		if d := diff(held, got); d != "" {
 			t.Errorf("read (-want +got), %s:\n%s", reason, d)
@@ -177,18 +170,15 @@ func (hc harnessCase) run(t *testing.T) {
 	var got []int
 	var seqs []uint64
 	switch {
-	case hc.read.early:
-		// More is queued than C()'s channel holds: Shutdown waits for a
-		// reader, so read it meanwhile (guarantee 6: delivered, then C()
-		// closed).
-		got = shutdownReading(t, b, w, hc.read.rp)
 	case hc.read.name == "All":
 		shutdown(t, b)
 		for s, v := range w.Seq() {
 			got, seqs = append(got, v), append(seqs, s)
 		}
 	default:
-		shutdown(t, b) // C() called after Shutdown holds everything
+		// Nothing reads while Shutdown runs; C() holds everything after
+		// it, then is closed (guarantee 6).
+		shutdown(t, b)
 		got = testutil.Drain(t, w.C(), guard)
 	}
 	if d := diff(held, got); d != "" {

@@ -344,12 +344,11 @@ func hostileContextCases() []hostileCase {
 			want: hostileResult{Errs: []string{"nil", "ErrClosed"}, Values: []int{1}, Stats: broadcast.Stats{Published: 1}},
 		},
 		{
-			// Nobody reads a C() watcher whose queue does not fit in its
-			// channel: Shutdown returns at its deadline, the channel keeps
-			// what it holds (its capacity, ChannelBuffer-1), and the rest,
-			// the value in the forwarder's send included, is dropped,
-			// counted.
-			name: "Shutdown with a deadline, C() watcher holding more than ChannelBuffer, nobody reading",
+			// Nobody reads a C() watcher holding 200 values: Shutdown
+			// returns nil at once, and the channel keeps all 200
+			// (guarantee 6; issue 27: it used to keep ChannelBuffer-1 and
+			// drop the rest at the deadline).
+			name: "Shutdown with a deadline, C() watcher holding 200 values, nobody reading",
 			run: func(t *testing.T, r *hostileResult) {
 				b := hNew(t)
 				w := hWatch(t, b, broadcast.WithQueueLength(200))
@@ -364,9 +363,8 @@ func hostileContextCases() []hostileCase {
 				r.Dropped = []uint64{w.Dropped()}
 				r.Stats = b.Stats()
 			},
-			want: hostileResult{Errs: []string{"DeadlineExceeded"}, Elapsed: 3 * time.Second,
-				Values: testutil.Seq(0, broadcast.ChannelBuffer-1), Dropped: []uint64{200 - (broadcast.ChannelBuffer - 1)},
-				Stats: broadcast.Stats{Published: 200, Dropped: 200 - (broadcast.ChannelBuffer - 1)}},
+			want: hostileResult{Errs: []string{"nil"}, Values: testutil.Seq(0, 200), Dropped: []uint64{0},
+				Stats: broadcast.Stats{Published: 200}},
 		},
 		hostileShutdownExpired("All"),
 		hostileShutdownExpired("C"),
@@ -406,14 +404,10 @@ func hostileContextCases() []hostileCase {
 // while a Publish waits for a full Block watcher read through path: it
 // returns at once; the Publish gives up with ErrClosed, its value goes to
 // the watcher with room and is counted as dropped for the full one.
-//
-// Through C() the full watcher holds one more value, in flight in its
-// forwarder's send (its channel is unbuffered at queue length 1): 1 in
-// flight and 2 queued, and the Publish of 3 waits. At the deadline the
-// channel keeps what it holds, nothing, and 1 and 2 are dropped too.
+// The same on both read paths: the full watcher keeps 1 (guarantee 6).
 func hostileShutdownExpired(path string) hostileCase {
-	held := map[string][]int{"All": {1}, "C": {1, 2}}[path]
-	kept := map[string][]int{"All": {1}, "C": nil}[path] // readable after Shutdown
+	held := []int{1}
+	kept := []int{1} // readable after Shutdown
 	last := len(held) + 1                                // the value whose Publish waits
 	dropped := uint64(last - len(kept))
 	return hostileCase{
@@ -427,7 +421,6 @@ func hostileShutdownExpired(path string) hostileCase {
 			}
 			for _, v := range held {
 				hPub(t, b, v)
-				synctest.Wait() // the forwarder, if any, takes what it can
 			}
 			pub := hAsync(func() error { return b.Publish(last) })
 			synctest.Wait()
@@ -492,8 +485,9 @@ func hostilePrefixCases() []hostileCase {
 	for _, pc := range []struct {
 		name string
 		p    broadcast.Policy
-		want string
-	}{{"Drop", broadcast.Drop, "[1]"}, {"DropOldest", broadcast.DropOldest, "[3]"}, {"Block", broadcast.Block, "[1]"}} {
+		want  string
+		wantC string // through C(): while its prefix is unread, DropOldest drops the new value (Watcher.C)
+	}{{"Drop", broadcast.Drop, "[1]", "[1]"}, {"DropOldest", broadcast.DropOldest, "[3]", "[1]"}, {"Block", broadcast.Block, "[1]", "[1]"}} {
 		for _, path := range []string{"All", "C"} {
 			cases = append(cases, hostileCase{
 				// The prefix is never dropped, however long: the watcher
@@ -511,16 +505,11 @@ func hostilePrefixCases() []hostileCase {
 						r.Ok = append(r.Ok, ok)
 						r.Errs = append(r.Errs, hostileErr(err))
 					}
+					hShutdown(t, b) // nothing reads meanwhile (guarantee 6)
 					var vs []int
 					if path == "C" {
-						// Shutdown waits for a C() reader to take what does
-						// not fit in the channel: read while it runs.
-						read := make(chan []int, 1)
-						go func() { read <- hC(t, w) }()
-						hShutdown(t, b)
-						vs = <-read
+						vs = hC(t, w)
 					} else {
-						hShutdown(t, b)
 						vs = hAll(t, w)
 					}
 					r.Strings = summary(vs)
@@ -529,7 +518,7 @@ func hostilePrefixCases() []hostileCase {
 				want: hostileResult{
 					Errs:    []string{"nil", "nil", "nil", "nil"},
 					Ok:      []bool{true, pc.p != broadcast.Block, pc.p != broadcast.Block},
-					Strings: []string{fmt.Sprintf("%d prefix values in order", big), pc.want},
+					Strings: []string{fmt.Sprintf("%d prefix values in order", big), map[string]string{"All": pc.want, "C": pc.wantC}[path]},
 					Dropped: []uint64{map[bool]uint64{true: 0, false: 2}[pc.p == broadcast.Block]},
 				},
 			})
@@ -603,19 +592,16 @@ func hostileClosedCases() []hostileCase {
 			want: hostileResult{Dropped: []uint64{1}, Stats: broadcast.Stats{Published: 3, Dropped: 1}},
 		},
 		{
-			// ... but C()'s buffer stays readable. Through C() the watcher
-			// holds 1 in its channel (capacity min(ChannelBuffer, 2)-1),
-			// 2 in its forwarder's send, 3 and 4 in its queue, and drops
-			// 5. Nobody reads, so Shutdown waits until its deadline: the
-			// channel keeps 1, and 2, 3 and 4 are dropped, counted.
-			name: "Stop after Shutdown, C() called before: the buffer stays readable",
+			// ... on both read paths: C()'s channel held the queue, 1 and
+			// 2 (3 to 5 dropped), and Stop discards them too. Nobody
+			// reads, and Shutdown returns nil at once (guarantee 6).
+			name: "Stop after Shutdown, C() called before: discarded as through All",
 			run: func(t *testing.T, r *hostileResult) {
 				b := hNew(t)
 				w := hWatch(t, b, broadcast.WithQueueLength(2))
 				w.C()
 				for v := 1; v <= 5; v++ {
 					hPub(t, b, v)
-					synctest.Wait() // the forwarder takes what it can
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				defer cancel()
@@ -627,8 +613,8 @@ func hostileClosedCases() []hostileCase {
 				r.Dropped = []uint64{w.Dropped()}
 				r.Stats = b.Stats()
 			},
-			want: hostileResult{Errs: []string{"DeadlineExceeded"}, Elapsed: time.Second, Values: []int{1},
-				Dropped: []uint64{4}, Stats: broadcast.Stats{Published: 5, Dropped: 4}},
+			want: hostileResult{Errs: []string{"nil"},
+				Dropped: []uint64{3}, Stats: broadcast.Stats{Published: 5, Dropped: 3}},
 		},
 	}
 }
@@ -658,17 +644,11 @@ func hostileStopCases() []hostileCase {
 				// Two goroutines stop a full Block watcher while a Publish
 				// waits for it: both return, the Publish goes on with nil,
 				// the value is not counted as dropped for the stopped watcher.
-				// Through C(), with queue length 2, the watcher is full
-				// with 1 in its channel, 2 in its forwarder's send, 3 and 4
-				// queued, and the Publish of 5 waits; after Stop the
-				// channel keeps 1.
+				// On both paths Stop discards what the watcher held.
 				name: "Stop from two goroutines while a Publish waits for it, " + path,
 				run: func(t *testing.T, r *hostileResult) {
 					b := hNew(t)
 					qlen, held := 1, 1
-					if path == "C" {
-						qlen, held = 2, 4
-					}
 					w := hWatch(t, b, hBlock(qlen)...)
 					other := hWatch(t, b, broadcast.WithQueueLength(10))
 					if path == "C" {
@@ -676,7 +656,6 @@ func hostileStopCases() []hostileCase {
 					}
 					for v := 1; v <= held; v++ {
 						hPub(t, b, v)
-						synctest.Wait() // the forwarder, if any, takes what it can
 					}
 					pub := hAsync(func() error { return b.Publish(held + 1) })
 					synctest.Wait()
@@ -691,7 +670,7 @@ func hostileStopCases() []hostileCase {
 					hPub(t, b, held+2)
 					hShutdown(t, b)
 					if path == "C" {
-						r.Values = hC(t, w) // the buffer stays readable
+						r.Values = hC(t, w) // closed and empty
 					} else {
 						r.Values = hAll(t, w)
 					}
@@ -699,24 +678,19 @@ func hostileStopCases() []hostileCase {
 					r.Dropped = []uint64{w.Dropped()}
 					r.Stats = b.Stats()
 				},
-				want: hostileResult{Errs: []string{"nil"}, Values: map[string][]int{"All": nil, "C": {1}}[path],
-					Other:   map[string][]int{"All": testutil.Seq(1, 4), "C": testutil.Seq(1, 7)}[path],
-					Dropped: []uint64{0}, Stats: broadcast.Stats{Published: map[string]uint64{"All": 3, "C": 6}[path]}},
+				want: hostileResult{Errs: []string{"nil"}, Values: nil,
+					Other:   testutil.Seq(1, 4),
+					Dropped: []uint64{0}, Stats: broadcast.Stats{Published: 3}},
 			},
 			hostileCase{
 				// Stop from another goroutine while the reader is inside
 				// its loop body and a Publish waits: the Publish goes on;
 				// the loop ends when its body returns, yielding nothing more.
-				// Through C(), with queue length 2, the reader holds 1, the
-				// channel 2, the forwarder 3, the queue 4 and 5, and the
-				// Publish of 6 waits.
+				// On both paths Stop discards 2, which the watcher held.
 				name: "Stop from another goroutine mid-delivery, " + path,
 				run: func(t *testing.T, r *hostileResult) {
 					b := hNew(t)
 					qlen, fill := 1, []int{2} // fill: what the watcher holds besides 1
-					if path == "C" {
-						qlen, fill = 2, []int{2, 3, 4, 5}
-					}
 					w := hWatch(t, b, hBlock(qlen)...)
 					if path == "C" {
 						w.C()
@@ -739,7 +713,6 @@ func hostileStopCases() []hostileCase {
 					<-inBody
 					for _, v := range fill { // the watcher has room for these
 						hPub(t, b, v)
-						synctest.Wait() // the forwarder, if any, takes what it can
 					}
 					last := len(fill) + 2
 					pub := hAsync(func() error { return b.Publish(last) })
@@ -754,10 +727,8 @@ func hostileStopCases() []hostileCase {
 					r.Dropped = []uint64{w.Dropped()}
 					r.Stats = b.Stats()
 				},
-				// C(): 2 was already in the channel's buffer, which stays
-				// readable after Stop; All() ends at once.
-				want: hostileResult{Errs: []string{"nil"}, Values: map[string][]int{"All": {1}, "C": {1, 2}}[path],
-					Dropped: []uint64{0}, Stats: broadcast.Stats{Published: map[string]uint64{"All": 3, "C": 6}[path]}},
+				want: hostileResult{Errs: []string{"nil"}, Values: []int{1},
+					Dropped: []uint64{0}, Stats: broadcast.Stats{Published: 3}},
 			},
 		)
 	}
@@ -846,13 +817,8 @@ func hostileReentrantCases(path string) []hostileCase {
 	in := " from inside the " + path + " loop"
 	// room is how many values a Block watcher of queue length 1 takes
 	// while its reader is inside the loop body with the first: 1 in its
-	// queue; through C(), one more in flight in its forwarder's send (the
-	// channel is unbuffered). Those values are still to be read when the
-	// loop body returns, and a Shutdown from inside the loop would wait for
-	// its own goroutine to read them (C()) so the cases below shut down at
-	// the last value; each publish is followed by synctest.Wait so that
-	// the forwarder takes what it can.
-	room := map[string]int{"All": 1, "C": 2}[path]
+	// queue, on both read paths (guarantee 3).
+	const room = 1
 	return []hostileCase{
 		{
 			name: "Publish and Shutdown" + in,
@@ -958,9 +924,6 @@ func hostileReentrantCases(path string) []hostileCase {
 					case 1:
 						late = hWatch(t, b)
 						hPub(t, b, 4)
-						// C()'s forwarder moves 4 into the channel
-						// asynchronously: let it, before Stop.
-						synctest.Wait()
 						st := b.Stats()
 						r.Strings = append(r.Strings, fmt.Sprintf("%+v", st))
 					case 2:
@@ -975,9 +938,8 @@ func hostileReentrantCases(path string) []hostileCase {
 				r.Stats = b.Stats()
 			},
 			want: hostileResult{
-				// All() ends at once after Stop; C() had 3 and 4 in its
-				// buffer, which stay readable.
-				Values:  map[string][]int{"All": {1, 2}, "C": {1, 2, 3, 4}}[path],
+				// The loop ends at once after Stop, on both paths.
+				Values:  []int{1, 2},
 				Other:   []int{4, 5},
 				Strings: []string{"{Published:4 Dropped:0 Watchers:2}", "{Published:4 Dropped:0 Watchers:1}"},
 				Stats:   broadcast.Stats{Published: 5},
@@ -987,11 +949,8 @@ func hostileReentrantCases(path string) []hostileCase {
 			// Shutdown from the reader of a full Block watcher while a
 			// Publish waits for it cannot complete the delivery: it returns
 			// at its deadline, the Publish gives up, and the reader then
-			// reads what was queued before its loop ends. Through C(),
-			// what was queued (2 in the forwarder's send, 3 in the queue)
-			// needed a reader during Shutdown, which was this goroutine:
-			// at the deadline the channel keeps what it holds, nothing
-			// (unbuffered), and the rest is dropped, counted.
+			// reads what was queued before its loop ends, on both read
+			// paths (guarantee 6: Shutdown waits for no reader).
 			name: "Shutdown with a deadline" + in + " while a Publish waits for that watcher",
 			run: func(t *testing.T, r *hostileResult) {
 				b := hNew(t)
@@ -1021,11 +980,11 @@ func hostileReentrantCases(path string) []hostileCase {
 				r.Stats = b.Stats()
 			},
 			want: hostileResult{
-				Values:  map[string][]int{"All": {1, 2}, "C": {1}}[path],
+				Values:  []int{1, 2},
 				Errs:    append(append([]string{"DeadlineExceeded"}, slices.Repeat([]string{"nil"}, room)...), "ErrClosed"),
 				Elapsed: 2 * time.Second,
-				Dropped: []uint64{map[string]uint64{"All": 1, "C": 3}[path]},
-				Stats:   broadcast.Stats{Published: uint64(room + 2), Dropped: map[string]uint64{"All": 1, "C": 3}[path]},
+				Dropped: []uint64{1},
+				Stats:   broadcast.Stats{Published: uint64(room + 2), Dropped: 1},
 			},
 		},
 	}
