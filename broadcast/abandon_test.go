@@ -193,8 +193,8 @@ func abandonRead(t *testing.T, w *broadcast.Watcher[int], rest func() []int, via
 
 func TestAbandonedReaderLossy(t *testing.T) {
 	for _, pc := range []struct {
-		name  string
-		p     broadcast.Policy
+		name string
+		p    broadcast.Policy
 		held []int // its queue length, on both read paths
 	}{
 		{"Drop", broadcast.Drop, []int{3, 4, 5}},

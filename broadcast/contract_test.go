@@ -489,8 +489,8 @@ func TestTotalOrder(t *testing.T) {
 func TestNeverReadingWatcher(t *testing.T) {
 	const qlen, n = 3, 10
 	cases := []struct {
-		name  string
-		p     broadcast.Policy
+		name string
+		p    broadcast.Policy
 		want []int
 		wait time.Duration // time each Publish that finds the watcher full takes
 	}{

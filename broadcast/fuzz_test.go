@@ -384,7 +384,6 @@ func (m *fzModel) live() []*fzWatcher {
 
 // fullWaiters reports whether a full Block watcher exists, and the longest d
 // of the full BlockFor watchers: how long a Publish waits for them.
-//
 func (m *fzModel) fullWaiters() (blockFull bool, wait time.Duration) {
 	m.settle()
 	for _, w := range m.live() {

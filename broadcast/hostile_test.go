@@ -407,8 +407,8 @@ func hostileContextCases() []hostileCase {
 // The same on both read paths: the full watcher keeps 1 (guarantee 6).
 func hostileShutdownExpired(path string) hostileCase {
 	held := []int{1}
-	kept := []int{1} // readable after Shutdown
-	last := len(held) + 1                                // the value whose Publish waits
+	kept := []int{1}      // readable after Shutdown
+	last := len(held) + 1 // the value whose Publish waits
 	dropped := uint64(last - len(kept))
 	return hostileCase{
 		name: "Shutdown(ctx past its deadline) while a Publish waits, " + path,
@@ -483,8 +483,8 @@ func hostilePrefixCases() []hostileCase {
 		})
 	}
 	for _, pc := range []struct {
-		name string
-		p    broadcast.Policy
+		name  string
+		p     broadcast.Policy
 		want  string
 		wantC string // through C(): while its prefix is unread, DropOldest drops the new value (Watcher.C)
 	}{{"Drop", broadcast.Drop, "[1]", "[1]"}, {"DropOldest", broadcast.DropOldest, "[3]", "[1]"}, {"Block", broadcast.Block, "[1]", "[1]"}} {
