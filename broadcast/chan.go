@@ -19,7 +19,14 @@ const ChannelBuffer = 64
 // the same policy (its capacity is the queue length plus what is left of a
 // prefix or replay). So a watcher read through C needs no goroutine, and
 // after Shutdown or eviction every value it holds stays in the channel,
-// which is then closed, whether or not anything read meanwhile.
+// which is then closed, whether or not anything read meanwhile. The channel
+// is allocated by the first call: its queue length of slots of T.
+//
+// One difference from All: a full [DropOldest] watcher whose prefix or
+// replay is not all received yet drops the new value (counted), as [Drop]
+// would, because the oldest value that counts sits behind the prefix in
+// the channel, and a reader may receive at any time; once the prefix is
+// received it discards the oldest value, as through All.
 func (w *Watcher[T]) C() <-chan T {
 	b := w.made()
 	b.mu.Lock()
