@@ -16,8 +16,9 @@ const ChannelBuffer = 64
 //
 // The channel is the watcher's queue: from the first call on, publishers
 // send to it, and it holds what the watcher holds read through All, under
-// the same policy (its capacity is the queue length plus what is left of a
-// prefix or replay). So a watcher read through C needs no goroutine, and
+// the same policy. Its capacity is the queue length plus what is left of a
+// prefix or replay at the first call; the room of the prefix values read
+// goes to live values. So a watcher read through C needs no goroutine, and
 // after Shutdown or eviction every value it holds stays in the channel,
 // which is then closed, whether or not anything read meanwhile. The channel
 // is allocated by the first call: its queue length of slots of T.
@@ -96,24 +97,18 @@ func (w *Watcher[T]) takeAllLocked() ([]T, int) {
 	return held, exempt
 }
 
-// chanFullLocked reports whether w's channel holds its queue length of
-// values that count. The exempt values are the first exemptTo sent; at
-// least sent-len(ch) values were received. Called with b.mu held.
-func (w *Watcher[T]) chanFullLocked() bool {
-	n := uint64(len(w.ch))
-	exemptLeft := w.exemptTo - min(w.exemptTo, w.sent-n)
-	return n-exemptLeft >= uint64(w.queueLen)
-}
+// chanFullLocked reports whether w's channel is full. Called with b.mu
+// held.
+func (w *Watcher[T]) chanFullLocked() bool { return len(w.ch) == cap(w.ch) }
 
 // sendLocked queues v, numbered s, for w, read through C, under its
-// policy. It reports false if w was evicted. The send cannot block: the
-// channel has room for queueLen values that count and for every exempt one,
-// and mu's holder is its only sender. Called with b.mu held.
+// policy. It reports false if w was evicted. The send never blocks: mu's
+// holder is the channel's only sender. Called with b.mu held.
 func (w *Watcher[T]) sendLocked(s uint64, v T) bool {
 	if w.sentSeq == s {
 		return true // the wait for room sent it
 	}
-	if !w.chanFullLocked() && w.trySendLocked(v) {
+	if w.trySendLocked(v) {
 		return true
 	}
 	switch w.policy.kind {

@@ -338,7 +338,8 @@ func TestRegressionDropOldestPrefixOrder(t *testing.T) {
 // with the first C() forwarder, which kept values in the channel beyond
 // what it documented.) Read through C(), the channel is the queue: once the
 // prefix is received, a DropOldest watcher holds its queue length of the
-// newest values, as through All(). While its prefix is still in the
+// newest values, as through All(), plus the room its prefix took (the
+// channel's capacity is fixed at the first C()). While its prefix is still in the
 // channel, in front of the live values, the oldest live value cannot be
 // taken out without reordering what a concurrent reader receives, so a
 // full watcher drops the new value instead, as Drop (Watcher.C documents
@@ -372,17 +373,20 @@ func TestRegressionDropOldestChannelKeepsOldest(t *testing.T) {
 	if d, want := w.Dropped(), uint64(n-qlen); d != want {
 		t.Errorf("Dropped() = %d, want %d", d, want)
 	}
-	// The prefix read: the newest values replace the oldest.
+	// The prefix read: the newest values replace the oldest, and the room
+	// the prefix took goes to live values (Watcher.C): it holds the last
+	// qlen+prefixLen.
 	for v := n; v < 2*n; v++ {
 		if err := b.Publish(v); err != nil {
 			t.Fatal(err)
 		}
 	}
 	pendingShutdown(t, b)
-	if got, want := testutil.Drain(t, c, time.Minute), testutil.Seq(2*n-qlen, 2*n); fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("DropOldest watcher, prefix read, then %d published: holds\n%v\nwant the last %d", n, got, qlen)
+	room := qlen + prefixLen
+	if got, want := testutil.Drain(t, c, time.Minute), testutil.Seq(2*n-room, 2*n); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("DropOldest watcher, prefix read, then %d published: holds\n%v\nwant the last %d", n, got, room)
 	}
-	if d, want := w.Dropped(), uint64(2*n-2*qlen); d != want {
+	if d, want := w.Dropped(), uint64(n-qlen+n-room); d != want {
 		t.Errorf("Dropped() = %d, want %d", d, want)
 	}
 }

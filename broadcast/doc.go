@@ -35,7 +35,8 @@
 //     received.
 //  3. A watcher holds exactly its queue length of values it has not read
 //     (plus its prefix or replay), on both read paths: C()'s channel is the
-//     watcher's queue, not more. A watcher that never reads holds, under
+//     watcher's queue, not more (through C(), the room of the prefix values
+//     already read goes to live values). A watcher that never reads holds, under
 //     Drop, the first values published after it registered, under
 //     DropOldest the last ones. Every value it lost is counted: received +
 //     [Watcher.Dropped] == published to it. [Watcher.Len] counts exactly

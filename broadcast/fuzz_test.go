@@ -21,8 +21,10 @@ import (
 //
 // A watcher read through C() holds the same values as one read through
 // All(): its channel is its queue (guarantee 3), with one exception that
-// Watcher.C documents: a full DropOldest watcher whose prefix or replay is
-// still in its channel drops the new value instead. Shutdown waits for no
+// Watcher.C documents: its channel's capacity is the queue length plus the
+// prefix or replay left when C() is first called, so the room of prefix
+// values read goes to live values; and a full DropOldest watcher whose
+// prefix or replay is still in its channel drops the new value instead. Shutdown waits for no
 // reader (guarantee 6): at the end nothing reads while it runs.
 //
 // The input is read three bytes at a time: an operation and two arguments
@@ -82,6 +84,7 @@ type fzWatcher struct {
 	dropped    uint64
 	stopped    bool
 	cCalled    bool // C() was called: Seq then yields 0 for every value
+	chanCap    int  // its channel's capacity: the queue length plus the prefix left at the first C()
 	chanAll    bool // C() was first called once Evict had ended it: the channel holds all it had, no forwarder
 	evicted    bool
 	cancel     context.CancelCauseFunc // WithContext
@@ -91,13 +94,21 @@ type fzWatcher struct {
 // exempt is how many values at the front of the queue never count against
 // the queue length and are never dropped: the prefix (or replay).
 func (m *fzWatcher) exempt() int { return m.prefixLeft }
-func (m *fzWatcher) full() bool  { return len(m.queue)-m.exempt() >= m.qlen }
+func (m *fzWatcher) full() bool {
+	if m.cCalled {
+		return len(m.queue) >= m.chanCap
+	}
+	return len(m.queue)-m.exempt() >= m.qlen
+}
 
 // calledC records a call of C(). The first, once the watcher has ended
 // (evicted), makes a channel holding everything queued, and no forwarder.
 func (m *fzWatcher) calledC() {
 	if !m.cCalled && m.evicted && !m.stopped {
 		m.chanAll = true
+	}
+	if !m.cCalled {
+		m.chanCap = m.prefixLeft + m.qlen
 	}
 	m.cCalled = true
 }
@@ -537,18 +548,19 @@ func (m *fzModel) readAllThenC(a byte, k int) {
 		return
 	}
 	var got []int
+	want := slices.Clone(w.queue[:n])
 	for v := range w.w.All() {
 		got = append(got, v)
 		if len(got) == n {
 			w.w.C()
+			w.consumed(n) // before C(): its channel's room counts what is left
 			w.calledC()
 			break
 		}
 	}
-	if !slices.Equal(got, w.queue[:n]) {
-		m.fatalf("%s: read %v, want %v (holding %v)", w.name, got, w.queue[:n], w.queue)
+	if !slices.Equal(got, want) {
+		m.fatalf("%s: read %v, want %v", w.name, got, want)
 	}
-	w.consumed(n)
 }
 
 // nestedRead reads one value of a live watcher through All() and, inside
@@ -565,17 +577,19 @@ func (m *fzModel) nestedRead(a byte, k int, viaC bool) {
 	}
 	n := min(k, len(w.queue)-1)
 	var got []int
+	want := slices.Clone(w.queue[:n+1])
 	for v := range w.w.All() {
 		got = append(got, v)
+		w.consumed(1) // before C(): its channel's room counts what is left
 		if n > 0 {
 			got = append(got, m.take(w, n, viaC)...)
+			w.consumed(n)
 		}
 		break
 	}
-	if !slices.Equal(got, w.queue[:n+1]) {
-		m.fatalf("%s: nested read %v, want %v (holding %v)", w.name, got, w.queue[:n+1], w.queue)
+	if !slices.Equal(got, want) {
+		m.fatalf("%s: nested read %v, want %v", w.name, got, want)
 	}
-	w.consumed(n + 1)
 }
 
 // take reads n values (every value until the end if n < 0).

@@ -40,7 +40,7 @@ type Watcher[T any] struct {
 	// Guarded by b.mu: C()'s channel, whose only sender is mu's holder.
 	inChans  bool   // in b.chans rather than b.readers
 	chClosed bool   // ch is closed
-	sent     uint64 // values sent on ch since it was last empty and refilled
+	sent     uint64 // values sent on ch
 	exemptTo uint64 // the first sent values, before this count, are exempt (prefix, replay)
 	sentSeq  uint64 // the sequence number the publisher's wait sent to ch
 
