@@ -311,10 +311,14 @@ func reportLossy(b *testing.B, fast []int, held int, took time.Duration) {
 // the part of every system's figure that is not the fan-out's. Each runs
 // workload 1's reader loop and per-value check on values from memory:
 // "floor-iter" through an iterator (readSeq, as All() is read),
-// "floor-chan" through a channel of broadcast.ChannelBuffer-1 values filled
-// by a goroutine of its own (readChan, as C() is read): what any design
-// that gives each watcher a channel filled by a goroutine pays at least.
+// "floor-chan" through a channel of floorChanBuffer values filled by a
+// goroutine of its own (readChan, as C() is read): what any design that
+// gives each watcher a channel filled by a goroutine pays at least. (63,
+// the buffer C() had when a forwarder goroutine filled it; C() is now the
+// watcher's queue, written by the publisher.)
 var floorReaders = []string{"floor-iter", "floor-chan"}
+
+const floorChanBuffer = 63
 
 func fanoutFloor(b *testing.B, n int, viaChan bool) {
 	want := b.N + 1
@@ -333,7 +337,7 @@ func fanoutFloor(b *testing.B, n int, viaChan bool) {
 		read := readSeq(values)
 		var ch chan watch.Event
 		if viaChan {
-			ch = make(chan watch.Event, broadcast.ChannelBuffer-1)
+			ch = make(chan watch.Event, floorChanBuffer)
 			wg.Go(func() {
 				defer close(ch)
 				<-start

@@ -5,13 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"runtime"
 	"sync"
 	"sync/atomic"
 )
 
-// ErrClosed is returned by Publish, PublishContext, TryPublish, Watch and
-// WatchWithPrefix once [Broadcaster.Shutdown] has begun.
+// ErrClosed is returned by Publish, PublishContext, TryPublish, Watch,
+// WatchWithPrefix and WatchFrom once [Broadcaster.Shutdown] has begun.
 var ErrClosed = errors.New("broadcast: broadcaster is shut down")
 
 // ErrOutOfRange is wrapped by the error of [Broadcaster.WatchFrom] when the
@@ -43,73 +42,36 @@ type Stats struct {
 // the zero value is ready to use with the default options. All methods are
 // safe for concurrent use. A Broadcaster must not be copied after first use.
 type Broadcaster[T any] struct {
-	// Set once, by New or by the first use of a zero Broadcaster (initOnce).
+	// Set once, by New or by the first use of a zero Broadcaster.
 	initOnce sync.Once
 	cfg      config
-	closedCh chan struct{} // closed when Shutdown begins: wakes turn waiters
-	abort    chan struct{} // closed when Shutdown's ctx ends: waiting publishers give up
-	room     chan struct{} // cap 1: the waiting publisher should look again
-	fwd      sync.WaitGroup
+	closedCh chan struct{} // closed when Shutdown begins: publishers waiting for the turn give up
+	abort    chan struct{} // closed when Shutdown's ctx ends: the publisher waiting for room gives up
 
-	// Atomics, read without locks. tailw packs the sequence number of the
-	// last value (tailw >> seqShift, also Stats().Published) with
-	// watchedBit, gateBit and writingBit (see their constants): mu's
-	// holder writes it with the gate closed; otherwise publishes do, with
-	// a CAS. attnA is attn as of the last time mu's holder opened the
-	// gate. ring and nBlockFor are written under mu.
-	tailw     atomic.Uint64
-	attnA     atomic.Uint64
-	ring      atomic.Pointer[ring[T]]
-	dropped   atomic.Uint64
-	nBlockFor atomic.Int32
+	// Written only with mu held, read without it: ring readers load tail,
+	// then ring (see readBatch); Dropped loads dropped.
+	tail    atomic.Uint64           // the sequence number of the last value
+	ring    atomic.Pointer[ring[T]] // nil until the first Watch, or WithHistory
+	dropped atomic.Uint64
 
-	// mu guards these and serializes commits, so that every watcher sees one
-	// order. It is never held while waiting.
-	mu       sync.Mutex
-	watchers []*Watcher[T]
+	// mu guards the rest and serializes commits: one total order. It is
+	// never held while waiting. Lock order: mu, then a watcher's mu.
+	mu        sync.Mutex
+	readers   []*Watcher[T] // watchers read from the ring (All, Seq)
+	chans     []*Watcher[T] // watchers read through C(): commits send to them
+	attn      uint64        // no reader needs a visit before this sequence number
+	parked    []*waiter[T]  // read loops waiting for a commit or a change of their watcher
+	nBlockFor int           // watchers under BlockFor: publishes then note their start
+	closed    bool          // Shutdown began
+	busy      bool          // a publisher holds the turn: it waits for room
+	turn      chan struct{} // closed when busy clears; nil if nobody waits for it
+	sending   *Watcher[T]   // the C() watcher the turn's holder is blocked sending to
+	sendEnd   chan struct{} // closed when that send ends; nil if nobody waits for it
+	shutDone  chan struct{} // closed when the first Shutdown has finished
 	// evictedCtx: evicted watchers whose WithContext callback may still
 	// run, until Stop or Shutdown unregisters it.
 	evictedCtx map[*Watcher[T]]struct{}
-	attn       uint64        // no watcher needs a visit before this sequence number
-	closed     bool          // Shutdown began
-	busy       bool          // a publisher is waiting for room: the others wait for turn
-	turn       chan struct{} // closed when busy clears; nil if nobody waits for it
-	shutDone   chan struct{} // closed when the first Shutdown has finished
-	abortOnce  sync.Once
-	abortLost  atomic.Bool // a forwarder dropped values when Shutdown aborted it
-
-	// fwdMu guards these: the watchers whose C() forwarder goroutine has
-	// started and not exited, and whether Shutdown aborted forwarders.
-	// Lock order: a watcher's mu, then fwdMu. A forwarder blocks on its
-	// watcher's channels only (quit): a channel shared by every forwarder
-	// would have its lock taken by each of their selects.
-	fwdMu      sync.Mutex
-	fwdRun     map[*Watcher[T]]struct{}
-	fwdAborted bool
-
-	// The parked list (park.go): a lock-free stack of waiting readers.
-	parked atomic.Pointer[waiter[T]]
 }
-
-// The tail word's bits.
-//
-//   - watchedBit: watchers exist, Shutdown began, a publisher waits for
-//     room, or mu's holder closed the gate. With it clear a publish only
-//     counts (a CAS), or, with history, takes writingBit for the slot write
-//     (idlePublish).
-//   - gateBit: the gate is closed: every publish takes mu. Set with
-//     watchedBit by mu's holder (lock) while it needs the tail to
-//     stay still, and kept while a publisher waits for room or after
-//     Shutdown began. With watchedBit set and gateBit clear, a publish
-//     below the attention bound commits without mu (fastPublish).
-//   - writingBit: a publish without mu is writing its slot; the tail word
-//     is then the lock. lock waits for it.
-const (
-	watchedBit = 1
-	gateBit    = 2
-	writingBit = 4
-	seqShift   = 3
-)
 
 // New returns a broadcaster. opts set the defaults for its watchers: queue
 // length [DefaultQueueLength] and policy [Drop] unless given.
@@ -130,65 +92,14 @@ func (b *Broadcaster[T]) init() {
 	}
 	b.closedCh = make(chan struct{})
 	b.abort = make(chan struct{})
-	b.fwdRun = make(map[*Watcher[T]]struct{})
 	b.evictedCtx = make(map[*Watcher[T]]struct{})
-	b.room = make(chan struct{}, 1)
 	b.attn = math.MaxUint64
 	if b.cfg.history > 0 {
-		// History lives in the ring, which every publish then writes,
-		// watched or not (idlePublish).
 		b.ring.Store(newRing[T](ringSize(0, b.cfg.history)))
 	}
 }
 
 func (b *Broadcaster[T]) ready() { b.initOnce.Do(b.init) }
-
-// tail returns the sequence number of the last value published.
-func (b *Broadcaster[T]) tail() uint64 { return b.tailw.Load() >> seqShift }
-
-// lock locks mu and closes the gate: until unlock, no publish runs without
-// mu, so the tail, the ring and the tail word's bits are its holder's.
-func (b *Broadcaster[T]) lock() {
-	b.mu.Lock()
-	for {
-		x := b.tailw.Load()
-		if x&writingBit != 0 {
-			runtime.Gosched() // a publish is between its CAS and its store
-			continue
-		}
-		const closed = watchedBit | gateBit
-		if x&closed == closed || b.tailw.CompareAndSwap(x, x|closed) {
-			return
-		}
-	}
-}
-
-// unlock opens the gate as far as the state allows, then unlocks mu:
-// without watchers (and no Shutdown or waiting publisher) publishes only
-// count; with watchers they commit without mu below the attention bound,
-// unless a publisher waits for room (the turn) or Shutdown began. attn is
-// published in attnA before the tail word, which a publish without mu
-// loads (a CAS) before it reads attnA again.
-func (b *Broadcaster[T]) unlock() { b.unlockAt(b.tail()) }
-
-// unlockAt is unlock that stores tail t: a commit's tail store and the
-// gate's opening are one store.
-func (b *Broadcaster[T]) unlockAt(t uint64) {
-	bits := uint64(0)
-	switch {
-	case b.closed || b.busy || b.attn <= t+1:
-		// Shutdown, the turn, or the next publish is at the bound anyway:
-		// the gate stays closed (and the next lock finds it so).
-		bits = watchedBit | gateBit
-	case len(b.watchers) > 0:
-		bits = watchedBit
-		if b.attnA.Load() != b.attn {
-			b.attnA.Store(b.attn) // only mu's holder stores it
-		}
-	}
-	b.tailw.Store(t<<seqShift | bits)
-	b.mu.Unlock()
-}
 
 // Watch registers a watcher. It receives every value whose Publish is called
 // after Watch returns, and none whose Publish returned before Watch was
@@ -218,18 +129,14 @@ func (b *Broadcaster[T]) WatchWithPrefix(prefix []T, opts ...Option) (*Watcher[T
 // Stats().Published+1, returns an error wrapping [ErrOutOfRange] and
 // registers nothing. Without history use Watch: a concurrent Publish can
 // make Published+1 too old.
-//
-// The replay is not copied: the watcher starts reading the shared ring at
-// seq, so WatchFrom costs what Watch costs whatever it replays.
 func (b *Broadcaster[T]) WatchFrom(seq uint64, opts ...Option) (*Watcher[T], error) {
 	return b.watch(nil, &seq, opts)
 }
 
 // replayFrom returns where a WatchFrom(from) watcher starts reading the
-// ring, or an error wrapping ErrOutOfRange. Called with mu held, so that
-// no value is committed between this and the registration.
+// ring, or an error wrapping ErrOutOfRange. Called with mu held.
 func (b *Broadcaster[T]) replayFrom(from uint64) (uint64, error) {
-	last := b.tail()
+	last := b.tail.Load()
 	oldest := last + 1
 	if n := uint64(b.cfg.history); n > 0 {
 		oldest = max(last, n) - n + 1 // the last n values, or all of them
@@ -253,21 +160,20 @@ func (b *Broadcaster[T]) watch(prefix []T, from *uint64, opts []Option) (*Watche
 	if cfg.ctx != nil && cfg.ctx.Err() != nil {
 		return nil, context.Cause(cfg.ctx)
 	}
-	w := &Watcher[T]{b: b, queueLen: cfg.queueLen, policy: cfg.policy}
+	w := &Watcher[T]{b: b, queueLen: cfg.queueLen, policy: cfg.policy, room: make(chan struct{}, 1)}
 	for _, v := range prefix {
 		w.pend.push(item[T]{v: v})
 	}
-	w.pendAll.Store(int64(len(prefix)))
 
-	b.lock()
-	defer b.unlock()
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.closed {
 		return nil, ErrClosed
 	}
-	// The gate is closed: every Publish takes mu, so the tail read below
-	// stays the last value published before this watcher: the
+	// Every commit holds mu, so the tail read here stays the last value
+	// published before this watcher until it is registered: the
 	// registration barrier.
-	w.liveFrom = b.tail() + 1
+	w.liveFrom = b.tail.Load() + 1
 	start := w.liveFrom
 	if from != nil {
 		s, err := b.replayFrom(*from)
@@ -278,15 +184,14 @@ func (b *Broadcaster[T]) watch(prefix []T, from *uint64, opts []Option) (*Watche
 	}
 	b.ensureRing(cfg.queueLen)
 	w.next.Store(start)
-	w.index = len(b.watchers)
-	b.watchers = append(b.watchers, w)
+	w.index = len(b.readers)
+	b.readers = append(b.readers, w)
 	if w.policy.kind == kindBlockFor {
-		b.nBlockFor.Add(1)
+		b.nBlockFor++
 	}
-	b.attn = min(b.attn, w.attnSeq(b.ring.Load().size()))
+	b.attn = min(b.attn, w.attnSeqLocked(b.ring.Load().size())) // w is not shared yet
 	if ctx := cfg.ctx; ctx != nil {
-		// Registered under b.mu, so that Shutdown, which ends every watcher
-		// under b.mu, finds it and can release it.
+		// Registered under mu, so that Shutdown finds it and can wait for it.
 		w.ctxAfter = make(chan struct{})
 		w.ctxStop = context.AfterFunc(ctx, func() {
 			defer close(w.ctxAfter)
@@ -297,9 +202,9 @@ func (b *Broadcaster[T]) watch(prefix []T, from *uint64, opts []Option) (*Watche
 }
 
 // ensureRing makes the ring big enough for queue length q. Called with mu
-// held. Readers load the tail before the ring pointer, and the new ring
-// holds every value the old one held, so a reader sees each value it may
-// read in whichever ring it loads.
+// held. The new ring holds every value the old one held, and readers load
+// the tail before the ring, so a reader finds each value up to the tail it
+// loaded in whichever ring it loads.
 func (b *Broadcaster[T]) ensureRing(q int) {
 	want := ringSize(q, b.cfg.history)
 	old := b.ring.Load()
@@ -308,7 +213,7 @@ func (b *Broadcaster[T]) ensureRing(q int) {
 	}
 	nr := newRing[T](want)
 	if old != nil {
-		t := b.tail()
+		t := b.tail.Load()
 		for s := max(t-min(t, old.size()-1), 1); s <= t; s++ {
 			nr.buf[s&nr.mask] = old.at(s)
 		}
@@ -316,21 +221,36 @@ func (b *Broadcaster[T]) ensureRing(q int) {
 	b.ring.Store(nr)
 }
 
-// remove unregisters w. Called with mu held.
-func (b *Broadcaster[T]) remove(w *Watcher[T]) {
-	i := w.index
-	if i < 0 || i >= len(b.watchers) || b.watchers[i] != w {
+// removeLocked unregisters w from the readers or the chans. Called with mu
+// held.
+func (b *Broadcaster[T]) removeLocked(w *Watcher[T]) {
+	list := &b.readers
+	if w.inChans {
+		list = &b.chans
+	}
+	i, ws := w.index, *list
+	if i < 0 || i >= len(ws) || ws[i] != w {
 		return
 	}
-	last := len(b.watchers) - 1
-	b.watchers[i] = b.watchers[last]
-	b.watchers[i].index = i
-	b.watchers[last] = nil
-	b.watchers = b.watchers[:last]
+	last := len(ws) - 1
+	ws[i] = ws[last]
+	ws[i].index = i
+	ws[last] = nil
+	*list = ws[:last]
 	w.index = -1
 	if w.policy.kind == kindBlockFor {
-		b.nBlockFor.Add(-1)
+		b.nBlockFor--
 	}
+}
+
+// evictedLocked unregisters w, which Evict ended. Its WithContext callback
+// stays registered: when ctx ends it stops w. Called with mu held.
+func (b *Broadcaster[T]) evictedLocked(w *Watcher[T]) {
+	b.removeLocked(w)
+	if w.ctxStop != nil {
+		b.evictedCtx[w] = struct{}{}
+	}
+	b.wakeWatcherLocked(w)
 }
 
 // Dropped returns the number of values dropped in all, across watchers:
@@ -344,40 +264,8 @@ func (b *Broadcaster[T]) Dropped() uint64 {
 
 // Stats returns a snapshot of the broadcaster's counters.
 func (b *Broadcaster[T]) Stats() Stats {
+	b.ready()
 	b.mu.Lock()
-	n := len(b.watchers)
-	b.mu.Unlock()
-	return Stats{Published: b.tail(), Dropped: b.dropped.Load(), Watchers: n}
-}
-
-// signalRoom tells the waiting publisher, if any, to look again.
-func (b *Broadcaster[T]) signalRoom() {
-	select {
-	case b.room <- struct{}{}:
-	default:
-	}
-}
-
-// abortWaits makes every waiting publisher give up: Shutdown's ctx ended.
-func (b *Broadcaster[T]) abortWaits() {
-	b.abortOnce.Do(func() { close(b.abort) })
-}
-
-// abortForwarders makes every forwarder give up: Shutdown's ctx ended. Not
-// before the publishers' commits are over and every watcher has ended: a
-// forwarder that gave up earlier would close its channel with a value
-// still to come for it.
-func (b *Broadcaster[T]) abortForwarders() {
-	b.fwdMu.Lock()
-	b.fwdAborted = true
-	ws := make([]*Watcher[T], 0, len(b.fwdRun))
-	for w := range b.fwdRun {
-		ws = append(ws, w)
-	}
-	b.fwdMu.Unlock()
-	for _, w := range ws {
-		w.mu.Lock()
-		w.closeQuitLocked()
-		w.mu.Unlock()
-	}
+	defer b.mu.Unlock()
+	return Stats{Published: b.tail.Load(), Dropped: b.dropped.Load(), Watchers: len(b.readers) + len(b.chans)}
 }

@@ -19,18 +19,13 @@ import (
 // every value read, every Dropped(), every Len(), every Stats(), every
 // TryPublish answer and (in virtual time) how long each Publish waits.
 //
-// A watcher read through C() has a goroutine, its forwarder, that takes
-// values from its queue into the channel (min(ChannelBuffer, queue
-// length) - 1 of them) and holds one more in its blocked send: those values
-// in flight, the oldest, are never dropped or evicted, and the queue holds
-// its queue length beyond them. The forwarder runs asynchronously; the
-// model lets it take what it can (synctest.Wait) before every publish,
-// Stop and check, which makes what it has in flight exact: min(in-flight
-// capacity, values queued). Shutdown waits for a C() reader to take what
-// does not fit in the channel: at the end, most C() watchers are read
-// while Shutdown runs and the others are not, so that Shutdown may reach
-// its deadline, after which each of those channels keeps what it holds
-// and the rest is counted as dropped.
+// A watcher read through C() holds the same values as one read through
+// All(): its channel is its queue (guarantee 3), with one exception that
+// Watcher.C documents: its channel's capacity is the queue length plus the
+// prefix or replay left when C() is first called, so the room of prefix
+// values read goes to live values; and a full DropOldest watcher whose
+// prefix or replay is still in its channel drops the new value instead. Shutdown waits for no
+// reader (guarantee 6): at the end nothing reads while it runs.
 //
 // The input is read three bytes at a time: an operation and two arguments
 // (see the op constants). Values published are 1, 2, 3, ...; prefix values
@@ -86,10 +81,10 @@ type fzWatcher struct {
 	qlen       int
 	queue      []int // values held, oldest first; the first prefixLeft are the prefix
 	prefixLeft int
-	fwd        int // the first fwd values of queue are in flight: C()'s forwarder took them
 	dropped    uint64
 	stopped    bool
 	cCalled    bool // C() was called: Seq then yields 0 for every value
+	chanCap    int  // its channel's capacity: the queue length plus the prefix left at the first C()
 	chanAll    bool // C() was first called once Evict had ended it: the channel holds all it had, no forwarder
 	evicted    bool
 	cancel     context.CancelCauseFunc // WithContext
@@ -97,21 +92,23 @@ type fzWatcher struct {
 }
 
 // exempt is how many values at the front of the queue never count against
-// the queue length and are never dropped: the prefix (or replay) and the
-// values in flight.
-func (m *fzWatcher) exempt() int { return max(m.prefixLeft, m.fwd) }
-func (m *fzWatcher) full() bool  { return len(m.queue)-m.exempt() >= m.qlen }
-
-// inFlightCap is how many values C()'s forwarder takes: its channel's
-// capacity, chanCap, and the one it holds in its blocked send.
-func (m *fzWatcher) inFlightCap() int { return min(broadcast.ChannelBuffer, m.qlen) }
-func (m *fzWatcher) chanCap() int     { return m.inFlightCap() - 1 }
+// the queue length and are never dropped: the prefix (or replay).
+func (m *fzWatcher) exempt() int { return m.prefixLeft }
+func (m *fzWatcher) full() bool {
+	if m.cCalled {
+		return len(m.queue) >= m.chanCap
+	}
+	return len(m.queue)-m.exempt() >= m.qlen
+}
 
 // calledC records a call of C(). The first, once the watcher has ended
 // (evicted), makes a channel holding everything queued, and no forwarder.
 func (m *fzWatcher) calledC() {
 	if !m.cCalled && m.evicted && !m.stopped {
 		m.chanAll = true
+	}
+	if !m.cCalled {
+		m.chanCap = m.prefixLeft + m.qlen
 	}
 	m.cCalled = true
 }
@@ -120,7 +117,6 @@ func (m *fzWatcher) calledC() {
 func (m *fzWatcher) consumed(n int) {
 	m.queue = m.queue[n:]
 	m.prefixLeft = max(0, m.prefixLeft-n)
-	m.fwd = max(0, m.fwd-n)
 }
 
 type fzModel struct {
@@ -337,37 +333,20 @@ func (m *fzModel) cancel(a byte) {
 	m.stopped(w)
 }
 
-// stopped applies Stop to the model: C() closes keeping what its buffer
-// holds (the first values in flight, up to its capacity; the value in the
-// forwarder's send is not in it), All() ends at once, the rest is
-// discarded, not counted. Called after settle and Stop.
+// stopped applies Stop to the model: C() closes and All() ends at once, on
+// both paths; what the watcher held is discarded, not counted. Called after
+// Stop.
 func (m *fzModel) stopped(w *fzWatcher) {
 	if w.stopped {
 		return
 	}
 	w.stopped = true
-	switch {
-	case w.chanAll:
-		// The channel holds everything: Stop keeps it all.
-	case w.cCalled:
-		w.queue = w.queue[:min(w.fwd, w.chanCap())]
-	default:
-		w.queue = nil
-	}
-	w.prefixLeft = min(w.prefixLeft, len(w.queue))
-	w.fwd = 0
+	w.queue = nil
+	w.prefixLeft = 0
 }
 
-// settle lets every forwarder take what it can, and records what it has
-// in flight: its capacity, or everything queued if that is less.
-func (m *fzModel) settle() {
-	synctest.Wait()
-	for _, w := range m.ws {
-		if w.cCalled && !w.stopped && !w.chanAll {
-			w.fwd = min(w.inFlightCap(), len(w.queue))
-		}
-	}
-}
+// settle lets every goroutine of the bubble (a WithContext callback) run.
+func (m *fzModel) settle() { synctest.Wait() }
 
 // readSeq reads up to k values of watcher a through Seq and checks their
 // numbers.
@@ -416,9 +395,6 @@ func (m *fzModel) live() []*fzWatcher {
 
 // fullWaiters reports whether a full Block watcher exists, and the longest d
 // of the full BlockFor watchers: how long a Publish waits for them.
-//
-// It settles the forwarders first: the publish that follows is decided on
-// what they have in flight.
 func (m *fzModel) fullWaiters() (blockFull bool, wait time.Duration) {
 	m.settle()
 	for _, w := range m.live() {
@@ -448,6 +424,10 @@ func (m *fzModel) deliver(v int) {
 			w.dropped++
 			w.evicted = true
 			w.wantErr = broadcast.ErrEvicted
+		case w.kind == 1 && w.cCalled && w.prefixLeft > 0:
+			// DropOldest through C(), the prefix or replay unread in front
+			// of the channel: the new value goes (Watcher.C).
+			w.dropped++
 		case w.kind == 1: // DropOldest: the oldest value that is not exempt goes
 			e := w.exempt()
 			w.queue = append(slices.Delete(w.queue, e, e+1), v)
@@ -545,13 +525,9 @@ func (m *fzModel) read(a byte, k int, viaC bool) {
 		}
 		return
 	}
-	// Stopped: what C()'s buffer held stays readable, in order, then C() is
-	// closed; All() has ended.
+	// Stopped: C() is closed and empty; All() has ended.
 	got := m.take(w, k, viaC)
-	want := w.queue[:min(k, len(w.queue))]
-	if !viaC {
-		want = nil
-	}
+	var want []int
 	if !slices.Equal(got, want) {
 		m.fatalf("%s (stopped): read %v through %s, want %v", w.name, got, map[bool]string{true: "C()", false: "All()"}[viaC], want)
 	}
@@ -572,18 +548,19 @@ func (m *fzModel) readAllThenC(a byte, k int) {
 		return
 	}
 	var got []int
+	want := slices.Clone(w.queue[:n])
 	for v := range w.w.All() {
 		got = append(got, v)
 		if len(got) == n {
 			w.w.C()
+			w.consumed(n) // before C(): its channel's room counts what is left
 			w.calledC()
 			break
 		}
 	}
-	if !slices.Equal(got, w.queue[:n]) {
-		m.fatalf("%s: read %v, want %v (holding %v)", w.name, got, w.queue[:n], w.queue)
+	if !slices.Equal(got, want) {
+		m.fatalf("%s: read %v, want %v", w.name, got, want)
 	}
-	w.consumed(n)
 }
 
 // nestedRead reads one value of a live watcher through All() and, inside
@@ -600,17 +577,19 @@ func (m *fzModel) nestedRead(a byte, k int, viaC bool) {
 	}
 	n := min(k, len(w.queue)-1)
 	var got []int
+	want := slices.Clone(w.queue[:n+1])
 	for v := range w.w.All() {
 		got = append(got, v)
+		w.consumed(1) // before C(): its channel's room counts what is left
 		if n > 0 {
 			got = append(got, m.take(w, n, viaC)...)
+			w.consumed(n)
 		}
 		break
 	}
-	if !slices.Equal(got, w.queue[:n+1]) {
-		m.fatalf("%s: nested read %v, want %v (holding %v)", w.name, got, w.queue[:n+1], w.queue)
+	if !slices.Equal(got, want) {
+		m.fatalf("%s: nested read %v, want %v", w.name, got, want)
 	}
-	w.consumed(n + 1)
 }
 
 // take reads n values (every value until the end if n < 0).
@@ -632,7 +611,7 @@ func (m *fzModel) check() {
 		}
 		dropped += w.dropped
 		if got := w.w.Len(); got != len(w.queue) {
-			m.fatalf("%s: Len() = %d, want %d (holding %v, %d in flight)", w.name, got, len(w.queue), w.queue, w.fwd)
+			m.fatalf("%s: Len() = %d, want %d (holding %v)", w.name, got, len(w.queue), w.queue)
 		}
 	}
 	for _, w := range m.ws {
@@ -653,68 +632,19 @@ func (m *fzModel) check() {
 	}
 }
 
-// finish shuts the broadcaster down and reads every watcher to its end.
-//
-// A watcher read through C() that holds more than its channel buffers needs
-// a reader during Shutdown. Every third such watcher (by index) is left
-// unread: if one of those holds more than its channel's capacity, Shutdown
-// returns DeadlineExceeded at its deadline, the channel keeps what it
-// holds, and the rest (the value in the forwarder's send included) is
-// dropped, counted. The others are read while Shutdown runs.
+// finish shuts the broadcaster down, with nothing reading while Shutdown
+// runs, and reads every watcher to its end.
 func (m *fzModel) finish() {
 	m.step = -1
 	m.settle()
-	type reading struct {
-		w   *fzWatcher
-		got chan []int
-	}
-	var readers []reading
-	var unread []*fzWatcher
-	deadline := false
-	for i, w := range m.ws {
-		if w.stopped || !w.cCalled || w.chanAll {
-			continue // nothing for Shutdown to wait for
-		}
-		if i%3 == 2 {
-			unread = append(unread, w)
-			deadline = deadline || len(w.queue) > w.chanCap()
-			continue
-		}
-		r := reading{w, make(chan []int, 1)}
-		go func() {
-			var vs []int
-			for v := range r.w.w.C() {
-				vs = append(vs, v)
-			}
-			r.got <- vs
-		}()
-		readers = append(readers, r)
-	}
-	const shutdownTimeout = time.Hour
-	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
 	start := time.Now()
-	err := m.b.Shutdown(ctx)
-	wantErr, wantTook := error(nil), time.Duration(0)
-	if deadline {
-		wantErr, wantTook = context.DeadlineExceeded, shutdownTimeout
+	if err := m.b.Shutdown(ctx); err != nil {
+		m.fatalf("Shutdown = %v, want nil (it waits for no reader)", err)
 	}
-	if !errors.Is(err, wantErr) || (err == nil) != (wantErr == nil) {
-		m.fatalf("Shutdown = %v, want %v", err, wantErr)
-	}
-	if took := time.Since(start); took != wantTook {
-		m.fatalf("Shutdown took %v, want %v", took, wantTook)
-	}
-	for _, w := range unread {
-		kept := min(len(w.queue), w.chanCap())
-		w.dropped += uint64(len(w.queue) - kept)
-		w.queue = w.queue[:kept]
-	}
-	for _, r := range readers {
-		if got := <-r.got; !slices.Equal(got, r.w.queue) {
-			m.fatalf("%s: read %v during Shutdown, want %v", r.w.name, got, r.w.queue)
-		}
-		r.w.consumed(len(r.w.queue))
+	if took := time.Since(start); took != 0 {
+		m.fatalf("Shutdown took %v, want no wait", took)
 	}
 	checkClosedErrors(m.t, m.b)
 	if err := m.b.Shutdown(context.Background()); err != nil {
@@ -730,12 +660,7 @@ func (m *fzModel) finish() {
 		if !closed {
 			m.fatalf("%s: C() is not closed after Shutdown", w.name)
 		}
-		// After Stop, All() yields nothing: what C()'s buffer kept is
-		// still in the channel.
-		wantGot, wantRest := w.queue, []int(nil)
-		if w.stopped && !viaC {
-			wantGot, wantRest = nil, w.queue
-		}
+		wantGot, wantRest := w.queue, []int(nil) // after Stop, nothing
 		if !slices.Equal(got, wantGot) || !slices.Equal(rest, wantRest) {
 			m.fatalf("%s (stopped %v): after Shutdown read %v then %v from C(), want %v then %v", w.name, w.stopped, got, rest, wantGot, wantRest)
 		}

@@ -39,28 +39,21 @@ func drainC(w *Watcher[int]) []int {
 // Guarantee 3 (and 6: queued values readable after Shutdown), per policy and
 // read path, including a watcher that falls behind the shared ring.
 //
-// Read through C() (called before the values are published), a watcher also
-// holds the values in flight: the forwarder takes the first
-// min(ChannelBuffer, queue length) values (ChannelBuffer-1 in the channel,
-// one in its blocked send), which are never dropped; then the queue holds
-// its queue length under its policy. wantC is that. The test runs in a
-// synctest bubble and waits after each publish, so that the forwarder takes
-// what it can before the next value arrives.
+// Read through C(), called before or after the values are published, the
+// watcher holds the same values: C()'s channel is its queue (guarantee 3).
 func TestNeverReadingWatcherHoldsQueueLength(t *testing.T) {
-	cat := func(a, b []int) []int { return append(append([]int{}, a...), b...) }
 	for _, tc := range []struct {
 		name   string
 		policy Policy
 		qlen   int
 		n      int
 		want   []int
-		wantC  []int
 	}{
-		{"Drop/small", Drop, 3, 10, []int{0, 1, 2}, seq(0, 6)},
-		{"DropOldest/small", DropOldest, 3, 10, []int{7, 8, 9}, []int{0, 1, 2, 7, 8, 9}},
-		{"Drop/lapped", Drop, 1500, 5000, seq(0, 1500), seq(0, 1500+ChannelBuffer)},
-		{"DropOldest/lapped", DropOldest, 1500, 5000, seq(3500, 5000), cat(seq(0, ChannelBuffer), seq(3500, 5000))},
-		{"Block/exact", Block, 5, 5, seq(0, 5), seq(0, 5)},
+		{"Drop/small", Drop, 3, 10, []int{0, 1, 2}},
+		{"DropOldest/small", DropOldest, 3, 10, []int{7, 8, 9}},
+		{"Drop/lapped", Drop, 1500, 5000, seq(0, 1500)},
+		{"DropOldest/lapped", DropOldest, 1500, 5000, seq(3500, 5000)},
+		{"Block/exact", Block, 5, 5, seq(0, 5)},
 	} {
 		for _, read := range []string{"All", "C", "CBefore"} {
 			t.Run(tc.name+"/"+read, func(t *testing.T) {
@@ -73,36 +66,24 @@ func TestNeverReadingWatcherHoldsQueueLength(t *testing.T) {
 					want := tc.want
 					if read == "CBefore" {
 						_ = w.C()
-						want = tc.wantC
 					}
 					for i := range tc.n {
 						if err := b.Publish(i); err != nil {
 							t.Fatal(err)
 						}
-						synctest.Wait() // the forwarder, if any, takes what it can
 					}
 					if n := w.Len(); n != len(want) {
 						t.Errorf("Len() = %d before Shutdown, want %d", n, len(want))
 					}
-					// A C() channel buffers ChannelBuffer-1 values; Shutdown
-					// waits for its reader to take the rest, so read
-					// meanwhile. (C called after Shutdown gets a channel
-					// holding everything.)
+					// Nothing reads while Shutdown runs (guarantee 6).
 					var got []int
-					drained := make(chan struct{})
-					if read == "CBefore" {
-						go func() { got = drainC(w); close(drained) }()
-					}
 					if err := b.Shutdown(context.Background()); err != nil {
 						t.Fatal(err)
 					}
-					switch read {
-					case "All":
+					if read == "All" {
 						got = drainAll(w)
-					case "C":
+					} else {
 						got = drainC(w)
-					default:
-						<-drained
 					}
 					if diff := cmp.Diff(want, got); diff != "" {
 						t.Errorf("received (-want +got):\n%s", diff)
@@ -119,15 +100,8 @@ func TestNeverReadingWatcherHoldsQueueLength(t *testing.T) {
 	}
 }
 
-// Eager decisions: room freed by a read is used by the next publish only.
-//
-// Through C() the watcher also holds min(ChannelBuffer, 2) = 2 values in
-// flight (one in the channel, one in the forwarder's send), so it drops the
-// fifth value, not the third; reading one lets the forwarder take the next
-// queued value, which frees one place in the queue for the next publish.
-// The C case runs in a synctest bubble so that the forwarder takes what it
-// can after each publish, and reads the channel while Shutdown waits for
-// it (more is queued than the channel holds).
+// Eager decisions: room freed by a read is used by the next publish only,
+// on both read paths.
 func TestDropDecidesAtPublishTime(t *testing.T) {
 	t.Run("All", func(t *testing.T) {
 		b := New[int]()
@@ -151,34 +125,27 @@ func TestDropDecidesAtPublishTime(t *testing.T) {
 		}
 	})
 	t.Run("C", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			b := New[int]()
-			w, _ := b.Watch(WithQueueLength(2))
-			ch := w.C()
-			for i := 1; i <= 5; i++ { // 1, 2 in flight; 3, 4 queued; 5 dropped: full
-				b.Publish(i)
-				synctest.Wait()
-			}
-			first := <-ch
-			synctest.Wait() // the forwarder sends 2 and takes 3: room for one
-			b.Publish(6)
-			b.Publish(7) // dropped: full again
-			rest := make(chan []int)
-			go func() { rest <- drainC(w) }()
-			if err := b.Shutdown(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			if diff := cmp.Diff([]int{1, 2, 3, 4, 6}, append([]int{first}, <-rest...)); diff != "" {
-				t.Errorf("(-want +got):\n%s", diff)
-			}
-			if d := w.Dropped(); d != 2 {
-				t.Errorf("Dropped() = %d, want 2", d)
-			}
-		})
+		b := New[int]()
+		w, _ := b.Watch(WithQueueLength(2))
+		ch := w.C()
+		b.Publish(1)
+		b.Publish(2)
+		b.Publish(3) // dropped: full
+		first := <-ch
+		b.Publish(4)
+		b.Publish(5) // dropped: full again
+		if err := b.Shutdown(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff([]int{1, 2, 4}, append([]int{first}, drainC(w)...)); diff != "" {
+			t.Errorf("(-want +got):\n%s", diff)
+		}
+		if d := w.Dropped(); d != 2 {
+			t.Errorf("Dropped() = %d, want 2", d)
+		}
 	})
 }
 
-// Guarantees 1 and 2 with concurrent publishers and watchers joining.
 func TestBarrierAndTotalOrder(t *testing.T) {
 	b := New[int](WithPolicy(Block))
 	const pubs, per = 3, 2000
@@ -316,20 +283,13 @@ func TestStopFromInsideLoop(t *testing.T) {
 	b.Shutdown(context.Background())
 }
 
-// BlockFor and PublishContext deadlines, in virtual time.
-//
-// A watcher of queue length 1 read through C() holds one more value in
-// flight (its channel is unbuffered: the forwarder holds the value in its
-// send), so it is full one value later: k is that extra value, and every
-// publish is followed by synctest.Wait so that the forwarder takes it.
+// BlockFor and PublishContext deadlines, in virtual time, on both read
+// paths: a watcher read through C() holds its queue length, as through All.
 func TestBlockForAndContextDeadline(t *testing.T) {
 	for _, read := range []string{"All", "C"} {
 		t.Run(read, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				k := 0
-				if read == "C" {
-					k = 1
-				}
+				const k = 0 // (once a value C() held in flight)
 				drain := func(w *Watcher[int]) <-chan []int {
 					got := make(chan []int, 1)
 					go func() {
@@ -385,12 +345,11 @@ func TestBlockForAndContextDeadline(t *testing.T) {
 				if d := w.Dropped(); d != uint64(3+k) {
 					t.Errorf("w.Dropped()=%d, want %d", d, 3+k)
 				}
-				// Shutdown waits for C() readers to take what does not fit
-				// in their channels: read w and blk meanwhile.
-				gotW, gotBlk := drain(w), drain(blk)
+				// Nothing reads while Shutdown runs (guarantee 6).
 				if err := b.Shutdown(context.Background()); err != nil {
 					t.Fatal(err)
 				}
+				gotW, gotBlk := drain(w), drain(blk)
 				if diff := cmp.Diff(seq(1, 4+2*k+1), drainAll(fast)); diff != "" {
 					t.Errorf("fast watcher (-want +got):\n%s", diff)
 				}

@@ -13,52 +13,60 @@ import (
 // makes publishers wait) until the broadcaster shuts down. Dropping the
 // last reference to a watcher is not Stop: the broadcaster keeps it
 // registered, and it is not garbage collected, until Stop or Shutdown.
-//
-// A Watcher's queue is its own queue pend (prefix values first, then values
-// moved out of the shared ring) followed by its segment of the ring,
-// sequence numbers next to the broadcaster's tail.
 type Watcher[T any] struct {
 	// Set by watch, never changed.
 	b        *Broadcaster[T]
 	queueLen int
 	policy   Policy
-	liveFrom uint64 // the first live sequence number; earlier ones are exempt
+	liveFrom uint64        // the first live sequence number; earlier ones are exempt
+	room     chan struct{} // cap 1: the publisher waiting for w should look again
 
-	// Atomics, read by publishers without mu. next is moved forward by a
-	// reader with a CAS (it claims a value), and by a publisher holding mu.
-	// pendN and pendAll change under mu.
-	next       atomic.Uint64 // the next ring sequence number to read
-	pendN      atomic.Int64  // values in pend that count against queueLen
-	pendAll    atomic.Int64  // values in pend
+	// next is the next ring sequence number to read: a reader claims the
+	// value there by moving it on with a CAS, without mu; a publisher
+	// moves it under mu. math.MaxUint64 once w reads no more from the ring
+	// (stopped, evicted, or read through C).
+	next       atomic.Uint64
 	dropped    atomic.Uint64
-	roomWanted atomic.Bool // the waiting publisher wants to hear when w has room
-	stopped    atomic.Bool
-	gen        atomic.Uint64 // moved under mu when waiters must look again (Stop, end, C)
+	roomWanted atomic.Bool // the publisher waiting for w wants to hear when a reader takes
 
-	// mu guards these. Lock order: b.mu, then mu. mu is never
-	// held while blocking.
-	mu      sync.Mutex
-	pend    deque[item[T]]
-	ended   bool     // Shutdown: readers drain what is queued, then end
-	fwd     fwdState // the C() forwarder (chan.go)
-	ch      chan T
-	quit    chan struct{} // closed by Stop or Shutdown's abort: releases the forwarder
-	quitted bool          // quit is closed
-	fwdDone chan struct{} // closed when the forwarder has exited; nil until it starts
-	fwdWake chan struct{} // cap 1: the idle forwarder must run
-	starter *waiter[T]    // on the parked list while the forwarder is pending
-	held    atomic.Int32  // 1 while the forwarder holds a value it is sending
+	// mu guards these. state and ch are written with b.mu held as well, so
+	// either lock reads them. mu is never held while blocking.
+	mu    sync.Mutex
+	pend  deque[item[T]] // w's own queue, read before the ring: prefix, replay, values moved out of the ring
+	pendN int            // values in pend that count against queueLen
+	state endState
+	ch    chan T // C(): from then on the whole queue (chan.go)
 
-	// Guarded by mu: why the watcher ended (Err).
-	err error
+	// Guarded by b.mu: C()'s channel, whose only sender is mu's holder.
+	inChans  bool   // in b.chans rather than b.readers
+	chClosed bool   // ch is closed
+	sent     uint64 // values sent on ch
+	exemptTo uint64 // the first sent values, before this count, are exempt (prefix, replay)
+	sentSeq  uint64 // the sequence number the publisher's wait sent to ch
 
-	// Guarded by b.mu: the position in b.watchers (-1 once removed) and,
-	// for WithContext, the AfterFunc's stop and a channel closed when its
-	// call has returned.
+	// Guarded by b.mu: the position in b.readers or b.chans (-1 once
+	// removed) and, for WithContext, the AfterFunc's stop and a channel
+	// closed when its call has returned.
 	index    int
 	ctxStop  func() bool
 	ctxAfter chan struct{}
 }
+
+// endState is how far a watcher is from its end, and why it ended.
+type endState struct {
+	phase phase
+	err   error // Err: the first cause that ended the watcher
+}
+
+type phase uint8
+
+const (
+	running phase = iota
+	ended         // Shutdown or Evict: readers take what it holds, then end
+	stopped       // Stop: nothing more is read
+)
+
+func (w *Watcher[T]) isStopped() bool { return w.state.phase == stopped }
 
 // Dropped returns how many values this watcher lost to its policy.
 func (w *Watcher[T]) Dropped() uint64 {
@@ -68,31 +76,29 @@ func (w *Watcher[T]) Dropped() uint64 {
 
 // drop counts a lost value: the watcher's count first, then the total, as
 // Broadcaster.Dropped documents.
-func (w *Watcher[T]) drop() { w.dropN(1) }
-
-func (w *Watcher[T]) dropN(n uint64) {
-	w.dropped.Add(n)
-	w.b.dropped.Add(n)
+func (w *Watcher[T]) drop() {
+	w.dropped.Add(1)
+	w.b.dropped.Add(1)
 }
 
 // Len returns how many values are queued for this watcher and not yet
-// received, those in the channel of [Watcher.C] included.
+// received, on either read path.
 func (w *Watcher[T]) Len() int {
 	b := w.made()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	n := int(w.pendAll.Load()) + int(w.held.Load())
-	if t, h := b.tail(), w.next.Load(); h <= t && !w.stopped.Load() {
-		n += int(t + 1 - h)
-	}
 	if w.ch != nil {
-		n += len(w.ch)
+		return len(w.ch)
+	}
+	n := w.pend.len()
+	if h, t := w.next.Load(), b.tail.Load(); h <= t {
+		n += int(t + 1 - h)
 	}
 	return n
 }
 
-// made returns w's broadcaster, and panics on a Watcher that Watch did not
-// return.
+// made returns w's broadcaster, and panics on a Watcher that no Watch
+// method returned.
 func (w *Watcher[T]) made() *Broadcaster[T] {
 	if w.b == nil {
 		panic("broadcast: a Watcher must come from Watch, WatchWithPrefix or WatchFrom")
@@ -100,88 +106,82 @@ func (w *Watcher[T]) made() *Broadcaster[T] {
 	return w.b
 }
 
-// attnSeq returns a lower bound of the first sequence number whose publish
-// must visit w: when w would be full if nobody read, or when the ring
-// would overwrite a value w has not taken. Both only grow as w's readers
-// take values, so a stale bound is still a valid one.
-func (w *Watcher[T]) attnSeq(ringSize uint64) uint64 {
+// attnSeqLocked returns w's attention bound: the first sequence number
+// whose commit must visit w, when w would be full if nobody read or when
+// the ring would lap a value w has not taken. Readers only raise it, so a
+// stale bound is a valid one. Called with mu held.
+func (w *Watcher[T]) attnSeqLocked(ringSize uint64) uint64 {
 	h := w.next.Load()
-	full := int64(max(h, w.liveFrom)) + int64(w.queueLen) - w.pendN.Load()
+	full := int64(max(h, w.liveFrom)) + int64(w.queueLen) - int64(w.pendN)
 	return min(uint64(max(full, 0)), h+ringSize)
 }
 
-// full reports whether w's queue is full just before s is committed: the
-// values that count (not prefix or replay values) in pend and in the
-// segment [next, s-1] fill its queue length.
-func (w *Watcher[T]) full(s uint64) bool {
-	n := w.pendN.Load()
+// fullLocked reports whether w is full just before s is committed: the
+// values that count (not prefix or replay ones) in pend and in its segment
+// [next, s-1] fill its queue length. Called with mu held.
+func (w *Watcher[T]) fullLocked(s uint64) bool {
+	n := int64(w.pendN)
 	if live := max(w.next.Load(), w.liveFrom); s > live {
 		n += int64(s - live)
 	}
 	return n >= int64(w.queueLen)
 }
 
-// claimTo moves next to t if it is behind, with a CAS since readers claim
-// without mu, and returns where it was.
-func (w *Watcher[T]) claimTo(t uint64) uint64 {
-	h := w.next.Load()
-	for h < t && !w.next.CompareAndSwap(h, t) {
-		h = w.next.Load()
-	}
-	return min(h, t)
+func (w *Watcher[T]) fullFor(s uint64) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.fullLocked(s)
 }
 
 // spillLocked moves w's ring segment [next, s-1] into pend, so that the
-// ring may overwrite it or s may be skipped. Called with mu held.
+// ring may overwrite it or s may be skipped. Readers claim without mu, so
+// next moves with a CAS. Called with mu held, by a publisher holding b.mu.
 func (w *Watcher[T]) spillLocked(s uint64, r *ring[T]) {
-	h := w.claimTo(s)
+	h := w.next.Load()
+	for h < s && !w.next.CompareAndSwap(h, s) {
+		h = w.next.Load()
+	}
 	for q := h; q < s; q++ {
 		w.pend.push(item[T]{seq: q, v: r.at(q)})
 		if q >= w.liveFrom {
-			w.pendN.Add(1)
+			w.pendN++
 		}
 	}
-	w.pendAll.Add(int64(s - h))
 }
 
 // attendLocked applies w's policy if w is full for s, and moves its segment
 // out of the ring if s would overwrite it. It reports whether w was
 // evicted. Called by the committing publisher with b.mu and mu held.
 func (w *Watcher[T]) attendLocked(s uint64, r *ring[T]) bool {
-	if !w.full(s) {
+	if !w.fullLocked(s) {
 		if R := r.size(); s >= R && w.next.Load() <= s-R {
 			w.spillLocked(s, r)
 		}
 		return false
 	}
-	// Move the segment into pend first: readers claim ring values without
-	// mu, but take pend values only with it, so from here w's fullness
-	// cannot change under us. A reader may have taken values since full.
+	// The segment goes into pend first: readers take pend values only
+	// under mu, so from here w's fullness cannot change under us.
 	w.spillLocked(s, r)
-	if w.pendN.Load() < int64(w.queueLen) {
-		return false
+	if w.pendN < w.queueLen {
+		return false // a reader took values since fullLocked
 	}
 	w.drop()
 	switch w.policy.kind {
 	case kindDropOldest:
-		// The oldest value that counts: exempt values (prefix, replay)
-		// come first in pend, and are never dropped.
-		w.pend.removeAt(int(w.pendAll.Load() - w.pendN.Load()))
-		w.pendN.Add(-1)
-		w.pendAll.Add(-1)
-		return false
+		// The oldest value that counts: exempt ones come first in pend.
+		w.pend.removeAt(w.pend.len() - w.pendN)
+		w.pendN--
 	case kindEvict:
-		// s is not queued; w keeps what it holds and ends: its readers
-		// drain that, then C() closes / All() ends.
+		// s is not queued; w keeps what it holds and ends.
 		w.next.Store(math.MaxUint64)
-		w.endLocked(ErrEvicted)
+		w.state = endState{ended, ErrEvicted}
 		return true
 	default:
 		// Drop, or a Block/BlockFor watcher whose wait expired or was
 		// given up: s is not queued for w.
 		w.next.Store(s + 1)
-		return false
 	}
+	return false
 }
 
 // popLocked takes w's next value from pend. Called with mu held.
@@ -191,27 +191,33 @@ func (w *Watcher[T]) popLocked() (item[T], bool) {
 	}
 	it := w.pend.pop()
 	if it.seq >= w.liveFrom {
-		w.pendN.Add(-1)
+		w.pendN--
 	}
-	w.pendAll.Add(-1)
 	return it, true
 }
 
 // took is called by a reader after it took a value: it tells the waiting
-// publisher, if that one waits for w, that w has room.
+// publisher, if that one waits for w, to look again.
 func (w *Watcher[T]) took() {
 	if w.roomWanted.Load() && w.roomWanted.CompareAndSwap(true, false) {
-		w.b.signalRoom()
+		w.signalRoom()
+	}
+}
+
+func (w *Watcher[T]) signalRoom() {
+	select {
+	case w.room <- struct{}{}:
+	default:
 	}
 }
 
 // Stop unregisters the watcher. It is idempotent and safe from any
 // goroutine, including from inside a loop over C() or All(), and while a
 // Publish waits for this watcher (that Publish goes on at once). When Stop
-// returns nothing more is queued: C() is closed, keeping the values already
-// in its buffer, and All() ends; values not received otherwise are
-// discarded, and not counted as dropped; so after Shutdown, read a watcher
-// before stopping it. Stop does not change [Watcher.Err].
+// returns nothing more is queued: C() is closed and All() ends, on both
+// paths at once: the values not received are discarded, and not counted as
+// dropped; so after Shutdown or eviction, read a watcher before stopping
+// it. Stop does not change [Watcher.Err].
 func (w *Watcher[T]) Stop() {
 	if stop := w.stopWith(nil); stop != nil {
 		stop() // WithContext: nothing left to do when ctx ends
@@ -223,44 +229,42 @@ func (w *Watcher[T]) Stop() {
 // AfterFunc's stop, if any.
 func (w *Watcher[T]) stopWith(cause error) func() bool {
 	b := w.made()
-	var done chan struct{}
-	b.lock()
-	w.mu.Lock()
-	if !w.stopped.Load() {
-		if w.err == nil {
-			w.err = cause
-		}
-		w.stopped.Store(true)
-		b.remove(w)
-		delete(b.evictedCtx, w)
-		w.pend = deque[item[T]]{}
-		w.pendN.Store(0)
-		w.pendAll.Store(0)
-		w.roomWanted.Store(false)
-		w.changedLocked()
-		done = w.fwdDone
-		w.stopForwarderLocked()
-	}
+	b.mu.Lock()
 	stop := w.ctxStop
+	if w.isStopped() {
+		b.mu.Unlock()
+		return stop
+	}
+	w.mu.Lock()
+	if w.state.phase == running {
+		w.state.err = cause
+	}
+	w.state.phase = stopped
+	w.pend = deque[item[T]]{}
+	w.pendN = 0
+	w.next.Store(math.MaxUint64)
 	w.mu.Unlock()
-	b.unlock()
-	b.signalRoom()
-	b.wakeParked() // no reference to w stays on the parked list
-	if done != nil {
-		<-done
+	b.removeLocked(w)
+	delete(b.evictedCtx, w)
+	b.wakeWatcherLocked(w)
+	w.signalRoom() // a publisher waiting for w goes on
+	var sending chan struct{}
+	if b.sending == w {
+		// The waiting publisher sends to ch: it closes ch when its send
+		// ends (endSendLocked), and Stop returns after.
+		if b.sendEnd == nil {
+			b.sendEnd = make(chan struct{})
+		}
+		sending = b.sendEnd
+	} else if w.ch != nil {
+		w.discardLocked()
+		w.closeChLocked()
+	}
+	b.mu.Unlock()
+	if sending != nil {
+		<-sending
 	}
 	return stop
-}
-
-// endLocked ends w for cause (Shutdown, eviction): its readers take what is
-// queued, then C() closes and All() ends. Called with b.mu and mu held.
-func (w *Watcher[T]) endLocked(cause error) {
-	if w.err == nil && !w.stopped.Load() {
-		w.err = cause
-	}
-	w.ended = true
-	w.changedLocked()
-	w.endForwarderLocked()
 }
 
 // Err returns why the watcher ended: nil while it runs and after Stop;
@@ -272,10 +276,5 @@ func (w *Watcher[T]) Err() error {
 	w.made()
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.err
+	return w.state.err
 }
-
-// changedLocked tells w's waiters to look at w again: Stop, an end, C().
-// The caller wakes the parked list once it has released its locks.
-// Called with mu held.
-func (w *Watcher[T]) changedLocked() { w.gen.Add(1) }
