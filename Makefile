@@ -61,13 +61,13 @@ demo:
 
 ## bench-compare: herald against Kubernetes side by side (bench/ module), table + chart into docs/
 bench-compare:
-	cd bench && $(GO) run ./cmd/compare
+	cd bench && GOWORK=off $(GO) run ./cmd/compare
 
 ## bench-smoke: the same harness once with -benchtime 1x, so it cannot rot,
 ## and the bench module's tests (the benchmark stream matches the anchor) (CI)
 bench-smoke:
-	cd bench && $(GO) test -count=1 ./...
-	cd bench && $(GO) run ./cmd/compare -smoke
+	cd bench && GOWORK=off $(GO) test -count=1 ./...
+	cd bench && GOWORK=off $(GO) run ./cmd/compare -smoke
 
 ## api-check: each library module's API against its last release tag (apidiff; docs/releasing.md)
 api-check:
@@ -122,4 +122,4 @@ demo-sse:
 
 ## bench-slowsink: herald against client-go writing to a sink that takes 2 ms per call
 bench-slowsink:
-	cd bench && $(GO) test -run '^$$' -bench SlowSink -benchtime 3x -count 3 ./eventsbench/
+	cd bench && GOWORK=off $(GO) test -run '^$$' -bench SlowSink -benchtime 3x -count 3 ./eventsbench/

@@ -2,8 +2,6 @@ module github.com/heraldgo/herald/k8s
 
 go 1.26.0
 
-replace github.com/heraldgo/herald => ../
-
 require (
 	github.com/go-logr/logr v1.4.3
 	github.com/google/go-cmp v0.7.0

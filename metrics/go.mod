@@ -2,8 +2,6 @@ module github.com/heraldgo/herald/metrics
 
 go 1.26.0
 
-replace github.com/heraldgo/herald => ../
-
 require (
 	github.com/google/go-cmp v0.7.0
 	github.com/heraldgo/herald v0.1.0

@@ -2,8 +2,6 @@ module github.com/heraldgo/herald/natsbridge
 
 go 1.26.0
 
-replace github.com/heraldgo/herald => ../
-
 require (
 	github.com/heraldgo/herald v0.1.0
 	github.com/nats-io/nats-server/v2 v2.15.3

@@ -4,7 +4,11 @@
 // at the given version. It fails when a module's zip holds more than the
 // bound that .ci/modules gives it (docs/releasing.md says why).
 //
-//	go run . -repo DIR -version v0.1.0 -out PROXYDIR
+//	go run . -repo DIR -version v0.1.0 -out PROXYDIR [-only MODULEDIR]
+//
+// With -only it adds one module (its directory as in .ci/modules) to the
+// proxy, so that a release can publish the root first and the nested
+// modules after their go.sum names the root's sums.
 package main
 
 import (
@@ -26,8 +30,9 @@ func main() {
 	repo := flag.String("repo", "", "the repository (a clone at the release commit)")
 	version := flag.String("version", "", "the version to publish every module at")
 	out := flag.String("out", "", "the proxy directory to write")
+	only := flag.String("only", "", "publish only the module in this directory (as in .ci/modules)")
 	flag.Parse()
-	if err := run(*repo, *version, *out); err != nil {
+	if err := run(*repo, *version, *out, *only); err != nil {
 		fmt.Fprintln(os.Stderr, "releasecheck:", err)
 		os.Exit(1)
 	}
@@ -65,12 +70,17 @@ func modules(repo string) ([]entry, error) {
 	return es, sc.Err()
 }
 
-func run(repo, version, out string) error {
+func run(repo, version, out, only string) error {
 	es, err := modules(repo)
 	if err != nil {
 		return err
 	}
+	found := false
 	for _, e := range es {
+		if only != "" && e.dir != only {
+			continue
+		}
+		found = true
 		mv := module.Version{Path: e.path, Version: version}
 		esc, err := module.EscapePath(e.path)
 		if err != nil {
@@ -122,6 +132,9 @@ func run(repo, version, out string) error {
 		if err := os.WriteFile(filepath.Join(d, "list"), []byte(version+"\n"), 0o644); err != nil {
 			return err
 		}
+	}
+	if !found {
+		return fmt.Errorf("no module in directory %q in .ci/modules", only)
 	}
 	return nil
 }

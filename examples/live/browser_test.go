@@ -92,10 +92,36 @@ const readPanels = `(() => {
   return out;
 })()`
 
+// plotState is what a panel's plot holds and shows: its samples (the
+// newest one), how many it holds, how often it was drawn, and the canvas'
+// pixels as a data URL.
+type plotState struct {
+	Samples int `json:"samples"`
+	Draws   int `json:"draws"`
+	Last    struct {
+		Received, Dropped, Queued float64
+	} `json:"last"`
+	MaxDropped float64 `json:"maxDropped"`
+	Pixels     string  `json:"pixels"`
+}
+
+const readPlots = `(() => {
+  const out = {};
+  for (const [id, st] of Object.entries(plots)) {
+    const s = st.samples, last = s[s.length - 1] || {received: 0, dropped: 0, queued: 0};
+    out[id] = {samples: s.length, draws: st.draws,
+               last: {Received: last.received, Dropped: last.dropped, Queued: last.queued},
+               maxDropped: Math.max(0, ...s.map((p) => p.dropped)),
+               pixels: document.querySelector("#" + id + " .plot").toDataURL()};
+  }
+  return out;
+})()`
+
 // TestBrowser opens the page in headless chromium, waits for values in the
-// panels, presses Burst, and checks that the lossy watcher's drop counter
-// rises, equals the gaps the page saw, and matches /metrics, while the
-// lossless watcher loses nothing.
+// panels, checks that every panel's plot moves (new samples, new points,
+// new pixels between two looks), presses Burst, and checks that the lossy
+// watcher's drop counter rises, equals the gaps the page saw, matches
+// /metrics and shows in its plot, while the lossless watcher loses nothing.
 func TestBrowser(t *testing.T) {
 	_, srv := startDemo(t)
 	ctx := browser(t)
@@ -141,6 +167,38 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("panel %s shows no watcher name or value log: %+v", k, panels[k])
 		}
 	}
+	// The plots move: between two looks a second apart each has new
+	// samples, its newest one counts more values received, and its canvas
+	// shows different pixels.
+	readPlotState := func() map[string]plotState {
+		t.Helper()
+		p, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]plotState](readPlots))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	before := readPlotState()
+	var after map[string]plotState
+	waitFor("the plots to move", func() bool {
+		after = readPlotState()
+		for _, k := range []string{"lossless", "lossy", "latest"} {
+			if after[k].Samples < before[k].Samples+4 || after[k].Last.Received <= before[k].Last.Received {
+				return false
+			}
+		}
+		return true
+	})
+	for _, k := range []string{"lossless", "lossy", "latest"} {
+		b, a := before[k], after[k]
+		if b.Samples == 0 || a.Draws <= b.Draws {
+			t.Errorf("plot %s: %d samples and %d draws before, %d draws after; want it drawn from samples, again and again", k, b.Samples, b.Draws, a.Draws)
+		}
+		if a.Pixels == b.Pixels {
+			t.Errorf("plot %s: the canvas shows the same pixels after %d more samples", k, a.Samples-b.Samples)
+		}
+	}
+
 	if d := num(t, panels["lossy"].Dropped); d != 0 {
 		t.Errorf("lossy dropped %d before any burst; the test's pace should not make it drop", d)
 	}
@@ -175,6 +233,14 @@ func TestBrowser(t *testing.T) {
 	}
 	if num(t, lossless.Received) < 100 {
 		t.Errorf("lossless received %s values, want the burst's 100 at least", lossless.Received)
+	}
+
+	// The plot shows the burst's drops: a sample taken after it counts them.
+	waitFor("the lossy plot to show the drops", func() bool {
+		return readPlotState()["lossy"].MaxDropped >= float64(dropped)
+	})
+	if p := readPlotState(); p["lossless"].MaxDropped != 0 {
+		t.Errorf("the lossless plot shows %v dropped", p["lossless"].MaxDropped)
 	}
 
 	got := scrapeMetrics(t, srv)

@@ -158,7 +158,8 @@ func (d *demo) handler() http.Handler {
 
 // serveEvents streams the broadcaster to one new watcher of the kind given
 // in ?kind= as Server-Sent Events: a "hello" event naming the watcher, then
-// one "value" event per value, carrying the watcher's drop count. The
+// one "value" event per value, carrying the watcher's drop count and how
+// many values it still holds (its queue depth). The
 // watcher is registered with the metrics Collector while the stream lasts.
 func (d *demo) serveEvents(w http.ResponseWriter, r *http.Request) {
 	name := r.URL.Query().Get("kind")
@@ -201,7 +202,9 @@ func (d *demo) serveEvents(w http.ResponseWriter, r *http.Request) {
 		defer pause.Stop()
 	}
 	for v := range wt.All() {
-		if _, err := fmt.Fprintf(w, "id: %d\nevent: value\ndata: {\"value\":%d,\"dropped\":%d}\n\n", v, v, wt.Dropped()); err != nil {
+		// queued: what the watcher holds after this value (Len), the depth
+		// the page plots.
+		if _, err := fmt.Fprintf(w, "id: %d\nevent: value\ndata: {\"value\":%d,\"dropped\":%d,\"queued\":%d}\n\n", v, v, wt.Dropped(), wt.Len()); err != nil {
 			return
 		}
 		flusher.Flush()

@@ -46,8 +46,9 @@ func startDemo(t *testing.T) (*demo, *httptest.Server) {
 
 // sseStream reads one Server-Sent Events stream.
 type sseStream struct {
-	body io.Closer
-	sc   *bufio.Scanner
+	body      io.Closer
+	sc        *bufio.Scanner
+	maxQueued int // the largest queue depth a value event reported
 }
 
 func openStream(t *testing.T, ctx context.Context, url string) *sseStream {
@@ -91,6 +92,7 @@ func (s *sseStream) next(t *testing.T) (event, data string) {
 type valueEvent struct {
 	Value   uint64 `json:"value"`
 	Dropped uint64 `json:"dropped"`
+	Queued  int    `json:"queued"`
 }
 
 func (s *sseStream) hello(t *testing.T) string {
@@ -116,6 +118,10 @@ func (s *sseStream) value(t *testing.T) valueEvent {
 	if err := json.Unmarshal([]byte(data), &v); err != nil {
 		t.Fatal(err)
 	}
+	if v.Queued < 0 {
+		t.Fatalf("value %d reports a queue depth of %d", v.Value, v.Queued)
+	}
+	s.maxQueued = max(s.maxQueued, v.Queued)
 	return v
 }
 
@@ -221,6 +227,14 @@ func TestStreamsAndMetrics(t *testing.T) {
 	}
 	if gaps != ev.Dropped {
 		t.Errorf("lossy: %d values missing between those received, %d counted as dropped", gaps, ev.Dropped)
+	}
+	// The burst filled the lossy watcher's queue of 4: the value read next
+	// left 3 or 4 behind it, and no value ever reports more than the queue.
+	if lossy.maxQueued < 3 || lossy.maxQueued > 4 {
+		t.Errorf("lossy: largest queue depth reported %d, want 3 or 4 (a full queue of 4, less the value read)", lossy.maxQueued)
+	}
+	if lossless.maxQueued > 1000 {
+		t.Errorf("lossless: queue depth %d beyond its queue length of 1000", lossless.maxQueued)
 	}
 
 	got := scrapeMetrics(t, srv)

@@ -2,11 +2,6 @@ module github.com/heraldgo/herald/k8s/ctrl
 
 go 1.26.0
 
-replace (
-	github.com/heraldgo/herald => ../../
-	github.com/heraldgo/herald/k8s => ../
-)
-
 require (
 	github.com/go-logr/logr v1.4.3
 	github.com/heraldgo/herald v0.1.0
