@@ -2,20 +2,45 @@
 // p50/p99 latency from Publish in this process to a watcher in a child
 // process (this program re-executed), through natsbridge (Out and In: one
 // herald broadcaster on each side) against a bare nats.go publisher and
-// subscriber with the same codec, and through JetStream (OutStream and
-// InStream), side by side against one embedded nats-server, and prints the
-// verdict against natsbridge's targets (issue 16): at least 0.90 of bare's
-// values/s, a p99 at most 1.15 times bare's.
+// subscriber with the same codec, through JetStream (OutStream and
+// InStream) against bare nats.go on JetStream, and one subscription fanned
+// out to many local watchers against as many bare subscriptions, side by
+// side against one embedded nats-server, and prints the verdict against
+// natsbridge's targets:
+//
+//   - issue 28: jetstream at least 0.90 of js-bare's values/s; fanout at
+//     least 5 times bare-subs' deliveries/s; natsbridge at least 0.95 of
+//     hop-in's values/s (the bridge's own code costs at most 5 % beyond the
+//     hop into the receiving broadcaster, which any watcher needs);
+//   - issue 16: natsbridge at least 0.90 of bare's values/s, a p99 at most
+//     1.15 times bare's.
 //
 // Modes (-modes, bare first):
 //
 //	bare        nats.go alone: codec.Marshal + nc.Publish; nc.Subscribe + codec.Unmarshal
 //	natsbridge  Out (Block watcher) from an outbox; In into an inbox read by a Block watcher through All()
 //	jetstream   OutStream and InStream on a file-backed stream
+//	js-bare     nats.go alone on the same stream: js.PublishAsync with at most 256
+//	            publishes in flight (OutStream's window), PublishAsyncComplete at the
+//	            end; a consumer (explicit ack, nats.go's defaults otherwise) read
+//	            through Consume, each message decoded and acked
+//	js-bare-id  diagnostic, not in the defaults: js-bare with a Nats-Msg-Id per value,
+//	            as OutStream sends (the stream's duplicate check)
+//	fanout      Out (Block watcher) from an outbox; one In into an inbox with -watchers
+//	            Block watchers, each read through All() by its own goroutine
+//	bare-subs   what a user writes without natsbridge: bare's publisher; -watchers
+//	            nc.Subscribe on one connection in the child, each handler decoding
 //	hops        diagnostic: bare's nats.go code plus, written inline without natsbridge,
 //	            the two broadcast hops natsbridge has (publisher -> outbox -> a goroutine
 //	            reading All() that encodes and publishes; handler -> inbox -> watcher)
-//	hop-in      diagnostic: bare plus only the receiving process's broadcast hop
+//	hop-in      bare plus only the receiving process's broadcast hop, no natsbridge code
+//
+// fanout and bare-subs count deliveries (values times watchers) and take
+// part in the throughput runs only (-fann values per run); the other modes
+// take part in both. Every run checks every delivery: each watcher or
+// subscriber must have received every value (and the sending side must have
+// had no failure), or crossbench stops with an error, so no mode can gain by
+// losing values.
 //
 // The machine this runs on is shared and noisy, so every comparison is made
 // within a round and only then summarized. Throughput: per round, each mode
@@ -41,8 +66,8 @@
 // standard error split it between the processes and add the voluntary
 // context switches per value (threads that went to sleep in the kernel).
 //
-//	go run ./cmd/crossbench                 # every mode: the figures in README.md
-//	go run ./cmd/crossbench -modes bare,natsbridge   # the two that the targets compare
+//	go run ./cmd/crossbench                 # every default mode: the figures in README.md
+//	go run ./cmd/crossbench -modes bare,natsbridge,hop-in   # one of the comparisons
 //	go run ./cmd/crossbench -smoke          # one tiny round: the harness works (CI)
 //	go run ./cmd/crossbench -profile DIR    # CPU profiles of the parent and of each child
 package main
@@ -64,6 +89,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -88,29 +114,55 @@ const (
 	stream     = "BENCH"
 )
 
-// The targets natsbridge is held to against bare nats.go (issue 16).
+// The targets natsbridge is held to.
 const (
-	targetRate = 0.90 // natsbridge values/s over bare's, at least
-	targetP99  = 1.15 // natsbridge p99 over bare's, at most
+	targetRate   = 0.90 // natsbridge values/s over bare's, at least (issue 16)
+	targetP99    = 1.15 // natsbridge p99 over bare's, at most (issue 16)
+	targetJS     = 0.90 // jetstream values/s over js-bare's, at least (issue 28)
+	targetFanout = 5.0  // fanout deliveries/s over bare-subs', at least (issue 28)
+	targetHopIn  = 0.95 // natsbridge values/s over hop-in's, at least (issue 28)
 )
 
 var (
-	allModes  = []string{"bare", "natsbridge", "jetstream", "hops", "hop-in"}
-	outQueue  = broadcast.DefaultQueueLength
-	loadStart string
+	defaultModes = []string{"bare", "natsbridge", "jetstream", "js-bare", "fanout", "bare-subs", "hops", "hop-in"}
+	allModes     = append(slices.Clone(defaultModes), "js-bare-id")
+	outQueue     = broadcast.DefaultQueueLength
+	watchers     = 100
+	loadStart    string
 )
 
-// subject gives each mode its own subject; only jetstream's is in the stream.
+// jsWindow is the in-flight window of js-bare: OutStream's (its default).
+const jsWindow = 256
+
+// subject gives each mode its own subject; the JetStream modes' are in the
+// stream.
 func subject(mode string) string {
-	if mode == "jetstream" {
-		return "benchjs.values"
+	if isJS(mode) {
+		return "benchjs." + mode
 	}
 	return "bench." + mode
 }
 
+func isJS(mode string) bool {
+	return mode == "jetstream" || mode == "js-bare" || mode == "js-bare-id"
+}
+
+// isFanout tells the modes whose child has many watchers (or subscribers)
+// per value: they run in the throughput runs only, and count deliveries.
+func isFanout(mode string) bool { return mode == "fanout" || mode == "bare-subs" }
+
+// width is how many deliveries one value of mode makes in the child.
+func width(mode string) int {
+	if isFanout(mode) {
+		return watchers
+	}
+	return 1
+}
+
 // report is what a child measured for one mode.
 type report struct {
-	Received int       `json:"received"`
+	Received int       `json:"received"`  // deliveries, all watchers of the mode
+	MinPer   int       `json:"min_per"`   // the fewest values one watcher (or subscriber) received
 	LastRecv int64     `json:"last_recv"` // unix ns
 	Lat      []float64 `json:"-"`
 	P50      float64   `json:"p50_us"`
@@ -129,9 +181,11 @@ func main() {
 	}
 	rounds := flag.Int("rounds", 15, "rounds; each runs every mode")
 	n := flag.Int("n", 200_000, "values per throughput run (each mode runs twice per round)")
+	fann := flag.Int("fann", 20_000, "values per throughput run of fanout and bare-subs (each delivered to -watchers watchers)")
+	flag.IntVar(&watchers, "watchers", watchers, "watchers of fanout, subscriptions of bare-subs")
 	l := flag.Int("lat", 5_000, "values per mode in a latency run")
 	gap := flag.Duration("gap", 100*time.Microsecond, "pause between values in a latency run (time.Sleep: at least this, about 1 ms on Linux when the process is otherwise idle; the summary prints the mean)")
-	modesFlag := flag.String("modes", strings.Join(allModes, ","), "modes, comma-separated, bare first: "+strings.Join(allModes, ", "))
+	modesFlag := flag.String("modes", strings.Join(defaultModes, ","), "modes, comma-separated, bare first: "+strings.Join(allModes, ", "))
 	smoke := flag.Bool("smoke", false, "one tiny round: check the harness, not the figures")
 	flag.IntVar(&outQueue, "outq", outQueue, "queue length of the Block watcher on the sending side (natsbridge, hops)")
 	profile := flag.String("profile", "", "write CPU profiles of this process (parent.pprof) and of each child (child-MODES-PID.pprof) to this directory")
@@ -148,7 +202,7 @@ func main() {
 		}
 	}
 	if *smoke {
-		*rounds, *n, *l = 1, 2_000, 100
+		*rounds, *n, *l, *fann = 1, 2_000, 100, 200
 	}
 	stopProfile := func() {}
 	if *profile != "" {
@@ -160,7 +214,7 @@ func main() {
 		stopProfile = stop
 		os.Setenv(profileEnv, *profile)
 	}
-	err := run(*rounds, *n, *l, *gap, modes, *smoke)
+	err := run(*rounds, *n, *fann, *l, *gap, modes, *smoke)
 	stopProfile()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "crossbench:", err)
@@ -195,7 +249,7 @@ func loadavg() string {
 	return strings.Join(f[:3], " ")
 }
 
-func run(rounds, n, l int, gap time.Duration, modes []string, smoke bool) error {
+func run(rounds, n, fann, l int, gap time.Duration, modes []string, smoke bool) error {
 	loadStart = loadavg()
 	began := time.Now().UTC()
 	dir, err := os.MkdirTemp("", "crossbench")
@@ -222,8 +276,14 @@ func run(rounds, n, l int, gap time.Duration, modes []string, smoke bool) error 
 		return err
 	}
 
-	rate := map[string][]float64{}
-	cpu := map[string][]float64{} // CPU µs per value, both processes, per round
+	var latModes []string // the modes of the latency runs: one watcher per value
+	for _, m := range modes {
+		if !isFanout(m) {
+			latModes = append(latModes, m)
+		}
+	}
+	rate := map[string][]float64{} // values/s, deliveries/s for the fanout modes, per round
+	cpu := map[string][]float64{}  // CPU µs per value (per delivery), both processes, per round
 	p50 := map[string][]float64{}
 	p99 := map[string][]float64{}
 	var gaps []time.Duration // the mean time between two values of a latency run, per round
@@ -243,6 +303,10 @@ func run(rounds, n, l int, gap time.Duration, modes []string, smoke bool) error 
 			if err := freshStream(); err != nil {
 				return err
 			}
+			n := n
+			if isFanout(mode) {
+				n = fann
+			}
 			start, reps, pcpu, err := runChildCPU(srv.URL(), []string{mode}, n, func(publish func(int, sample) error) error {
 				for i := 1; i <= n; i++ {
 					if err := publish(0, sample{Seq: uint64(i), T: time.Now().UnixNano()}); err != nil {
@@ -255,16 +319,22 @@ func run(rounds, n, l int, gap time.Duration, modes []string, smoke bool) error 
 				return fmt.Errorf("%s throughput, round %d: %w", mode, r+1, err)
 			}
 			rep := reps[0]
-			if rep.Received != n {
-				return fmt.Errorf("%s throughput, round %d: received %d of %d", mode, r+1, rep.Received, n)
+			if rep.Received != n*width(mode) || rep.MinPer != n {
+				return fmt.Errorf("%s throughput, round %d: received %d of %d (%d watchers; the fewest one watcher got: %d of %d)",
+					mode, r+1, rep.Received, n*width(mode), width(mode), rep.MinPer, n)
 			}
 			d := time.Duration(rep.LastRecv - start.UnixNano())
 			got[mode] += rep.Received
 			took[mode] += d
 			spent[mode] += pcpu[0] + rep.CPU
-			fmt.Fprintf(os.Stderr, "round %d %-10s %9.0f values/s; per value: CPU µs %.2f here + %.2f in the child, thread waits %.3f here + %.3f in the child\n", r+1, mode,
-				float64(rep.Received)/d.Seconds(), float64(pcpu[0])/float64(n)/1e3, float64(rep.CPU)/float64(n)/1e3,
-				float64(pcpu[1])/float64(n), float64(rep.Waits)/float64(n))
+			units, unit := "values", "value"
+			if isFanout(mode) {
+				units, unit = "deliveries", "delivery"
+			}
+			k := float64(rep.Received)
+			fmt.Fprintf(os.Stderr, "round %d %-10s %9.0f %s/s; per %s: CPU µs %.2f here + %.2f in the child, thread waits %.3f here + %.3f in the child\n", r+1, mode,
+				k/d.Seconds(), units, unit, float64(pcpu[0])/k/1e3, float64(rep.CPU)/k/1e3,
+				float64(pcpu[1])/k, float64(rep.Waits)/k)
 		}
 		for _, mode := range modes {
 			rate[mode] = append(rate[mode], float64(got[mode])/took[mode].Seconds())
@@ -274,7 +344,7 @@ func run(rounds, n, l int, gap time.Duration, modes []string, smoke bool) error 
 			return err
 		}
 		var sent time.Duration
-		_, reps, err := runChild(srv.URL(), modes, l, func(publish func(int, sample) error) error {
+		_, reps, err := runChild(srv.URL(), latModes, l, func(publish func(int, sample) error) error {
 			t0 := time.Now()
 			defer func() { sent += time.Since(t0) }()
 			// Each turn in a random order: a value still on its way when
@@ -282,7 +352,7 @@ func run(rounds, n, l int, gap time.Duration, modes []string, smoke bool) error 
 			// always followed by the same one (jetstream, whose values cost
 			// the most) would have its tail lengthened by that one alone.
 			rng := rand.New(rand.NewPCG(uint64(r), 1))
-			turn := make([]int, len(modes))
+			turn := make([]int, len(latModes))
 			for i := 1; i <= l; i++ {
 				for k := range turn {
 					turn[k] = k
@@ -300,8 +370,8 @@ func run(rounds, n, l int, gap time.Duration, modes []string, smoke bool) error 
 		if err != nil {
 			return fmt.Errorf("latency, round %d: %w", r+1, err)
 		}
-		gaps = append(gaps, sent/time.Duration(l*len(modes)))
-		for i, mode := range modes {
+		gaps = append(gaps, sent/time.Duration(l*len(latModes)))
+		for i, mode := range latModes {
 			if reps[i].Received != l {
 				return fmt.Errorf("%s latency, round %d: received %d of %d", mode, r+1, reps[i].Received, l)
 			}
@@ -310,50 +380,80 @@ func run(rounds, n, l int, gap time.Duration, modes []string, smoke bool) error 
 			fmt.Fprintf(os.Stderr, "round %d %-10s p50 %7.1f µs  p99 %7.1f µs\n", r+1, mode, reps[i].P50, reps[i].P99)
 		}
 	}
-	summarize(os.Stdout, began, rounds, n, l, gap, slices.Min(gaps), slices.Max(gaps), modes, rate, cpu, p50, p99, smoke)
+	summarize(os.Stdout, began, rounds, n, fann, l, gap, slices.Min(gaps), slices.Max(gaps), modes, rate, cpu, p50, p99, smoke)
 	return nil
 }
 
-// summarize prints the table and the verdict.
-func summarize(w io.Writer, began time.Time, rounds, n, l int, gap, minGap, maxGap time.Duration, modes []string, rate, cpu, p50, p99 map[string][]float64, smoke bool) {
+// summarize prints the tables and the verdicts.
+func summarize(w io.Writer, began time.Time, rounds, n, fann, l int, gap, minGap, maxGap time.Duration, modes []string, rate, cpu, p50, p99 map[string][]float64, smoke bool) {
 	fmt.Fprintf(w, "crossbench, %s, %s, GOMAXPROCS %d, load average %s at the start, %s at the end\n",
 		began.Format("2006-01-02 15:04 MST"), runtime.Version(), runtime.GOMAXPROCS(0), loadStart, loadavg())
-	fmt.Fprintf(w, "%d rounds; throughput: %d values back to back per run, each mode twice per round in mirrored order; latency: %d values per mode per round, modes taking turns in a random order, a pause of %v between values (from one value to the next: %v-%v on average, depending on the round)\n\n",
-		rounds, n, l, gap, minGap.Round(time.Microsecond), maxGap.Round(time.Microsecond))
+	fmt.Fprintf(w, "%d rounds; throughput: %d values back to back per run (fanout, bare-subs: %d values to %d watchers), each mode twice per round in mirrored order; latency: %d values per mode per round, modes taking turns in a random order, a pause of %v between values (from one value to the next: %v-%v on average, depending on the round)\n\n",
+		rounds, n, fann, watchers, l, gap, minGap.Round(time.Microsecond), maxGap.Round(time.Microsecond))
 	fmt.Fprintln(w, "| mode | values/s | vs bare | CPU µs/value | vs bare | p50 µs | p50 vs bare | p99 µs | p99 vs bare |")
 	fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 	for _, mode := range modes {
+		if isFanout(mode) {
+			continue
+		}
 		fmt.Fprintf(w, "| %s | %.0f | %s | %.2f | %s | %.1f | %s | %.1f | %s |\n", mode,
 			median(rate[mode]), spread(ratios(rate[mode], rate["bare"])),
 			median(cpu[mode]), spread(ratios(cpu[mode], cpu["bare"])),
 			median(p50[mode]), spread(ratios(p50[mode], p50["bare"])),
 			median(p99[mode]), spread(ratios(p99[mode], p99["bare"])))
 	}
-	fmt.Fprintln(w, "\n(ratios: the median over rounds of each round's ratio, with the middle half of the rounds' ratios in brackets; CPU: user and system time of both processes, the embedded server included, in the throughput runs, per value)")
-	if !slices.Contains(modes, "natsbridge") {
-		return
+	fanModes := slices.DeleteFunc(slices.Clone(modes), func(m string) bool { return !isFanout(m) })
+	if len(fanModes) > 0 {
+		fmt.Fprintf(w, "\n| mode (%d watchers) | deliveries/s | vs bare-subs | CPU µs/delivery | vs bare-subs |\n", watchers)
+		fmt.Fprintln(w, "| --- | ---: | ---: | ---: | ---: |")
+		for _, mode := range fanModes {
+			fmt.Fprintf(w, "| %s | %.0f | %s | %.3f | %s |\n", mode,
+				median(rate[mode]), spread(ratios(rate[mode], rate["bare-subs"])),
+				median(cpu[mode]), spread(ratios(cpu[mode], cpu["bare-subs"])))
+		}
 	}
+	fmt.Fprintln(w, "\n(ratios: the median over rounds of each round's ratio, with the middle half of the rounds' ratios in brackets; CPU: user and system time of both processes, the embedded server included, in the throughput runs, per value or per delivery)")
 	if smoke {
 		fmt.Fprintln(w, "\nverdict: none (-smoke checks the harness, it measures nothing)")
 		return
 	}
-	tr := median(ratios(rate["natsbridge"], rate["bare"]))
-	tp := median(ratios(p99["natsbridge"], p99["bare"]))
 	met := func(ok bool) string {
 		if ok {
 			return "met"
 		}
 		return "MISSED"
 	}
-	fmt.Fprintf(w, "\nverdict: natsbridge values/s %.2f of bare's (target >= %.2f): %s; p99 %.2f of bare's (target <= %.2f): %s\n",
-		tr, targetRate, met(tr >= targetRate), tp, targetP99, met(tp <= targetP99))
-	for _, m := range []string{"hops", "hop-in"} {
-		if slices.Contains(modes, m) {
-			fmt.Fprintf(w, "for comparison, %s (bare nats.go plus broadcast hops, no natsbridge code): values/s %.2f of bare's, CPU per value %.2f of bare's, p99 %.2f of bare's\n",
-				m, median(ratios(rate[m], rate["bare"])), median(ratios(cpu[m], cpu["bare"])), median(ratios(p99[m], p99["bare"])))
+	type target struct {
+		what, a, b string
+		xs         map[string][]float64
+		limit      float64
+		atLeast    bool
+	}
+	targets := []target{
+		{"jetstream values/s over js-bare's (issue 28)", "jetstream", "js-bare", rate, targetJS, true},
+		{fmt.Sprintf("fanout deliveries/s over bare-subs', %d watchers (issue 28)", watchers), "fanout", "bare-subs", rate, targetFanout, true},
+		{"natsbridge values/s over hop-in's (issue 28)", "natsbridge", "hop-in", rate, targetHopIn, true},
+		{"natsbridge CPU per value over hop-in's (for the 5 %, not a verdict)", "natsbridge", "hop-in", cpu, 0, false},
+		{"natsbridge values/s over bare's (issue 16)", "natsbridge", "bare", rate, targetRate, true},
+		{"natsbridge p99 over bare's (issue 16)", "natsbridge", "bare", p99, targetP99, false},
+	}
+	fmt.Fprintln(w, "\n| comparison | measured | target | verdict |")
+	fmt.Fprintln(w, "| --- | ---: | ---: | --- |")
+	for _, t := range targets {
+		if !slices.Contains(modes, t.a) || !slices.Contains(modes, t.b) {
+			continue
+		}
+		rs := ratios(t.xs[t.a], t.xs[t.b])
+		m := median(rs)
+		switch {
+		case t.limit == 0:
+			fmt.Fprintf(w, "| %s | %s | - | - |\n", t.what, spread(rs))
+		case t.atLeast:
+			fmt.Fprintf(w, "| %s | %s | >= %.2f | %s |\n", t.what, spread(rs), t.limit, met(m >= t.limit))
+		default:
+			fmt.Fprintf(w, "| %s | %s | <= %.2f | %s |\n", t.what, spread(rs), t.limit, met(m <= t.limit))
 		}
 	}
-	fmt.Fprintf(w, "natsbridge CPU per value: %.2f of bare's\n", median(ratios(cpu["natsbridge"], cpu["bare"])))
 }
 
 // ratios returns xs[i]/base[i] for each round.
@@ -412,7 +512,7 @@ func newSender(url, mode string) (*sender, error) {
 	}
 	block := []broadcast.Option{broadcast.WithPolicy(broadcast.Block), broadcast.WithQueueLength(outQueue)}
 	switch mode {
-	case "bare", "hop-in":
+	case "bare", "hop-in", "bare-subs":
 		return &sender{
 			publish: bare,
 			close:   func() error { defer nc.Close(); return nc.Flush() },
@@ -449,10 +549,51 @@ func newSender(url, mode string) (*sender, error) {
 				return nc.Flush()
 			},
 		}, nil
-	case "natsbridge", "jetstream":
+	case "js-bare", "js-bare-id":
+		// What a user writes on JetStream without natsbridge: PublishAsync
+		// with OutStream's window, every acknowledgement awaited at the end.
+		var failed atomic.Int64
+		js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(jsWindow),
+			jetstream.WithPublishAsyncErrHandler(func(jetstream.JetStream, *nats.Msg, error) { failed.Add(1) }))
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		// A full window waits (as OutStream's does) instead of failing
+		// after nats.go's default 200 ms.
+		opts := []jetstream.PublishOpt{jetstream.WithStallWait(time.Minute)}
+		var id []byte
+		return &sender{
+			publish: func(s sample) error {
+				data, err := codec.Marshal(s)
+				if err != nil {
+					return err
+				}
+				o := opts
+				if mode == "js-bare-id" {
+					id = strconv.AppendUint(append(id[:0], "crossbench-"...), s.Seq, 10)
+					o = append(o[:1:1], jetstream.WithMsgID(string(id)))
+				}
+				_, err = js.PublishAsync(subj, data, o...)
+				return err
+			},
+			close: func() error {
+				defer nc.Close()
+				select {
+				case <-js.PublishAsyncComplete():
+				case <-time.After(time.Minute):
+					return fmt.Errorf("%s: %d publishes not acknowledged within a minute", mode, js.PublishAsyncPending())
+				}
+				if f := failed.Load(); f > 0 {
+					return fmt.Errorf("%s: %d publishes failed", mode, f)
+				}
+				return nil
+			},
+		}, nil
+	case "natsbridge", "jetstream", "fanout":
 		outbox := broadcast.New[sample]()
 		var link *natsbridge.Link
-		if mode == "natsbridge" {
+		if mode != "jetstream" {
 			link, err = natsbridge.Out(outbox, nc, subj, codec, block...)
 		} else {
 			var js jetstream.JetStream
@@ -498,7 +639,8 @@ func runChild(url string, modes []string, want int, load func(publish func(int, 
 func runChildCPU(url string, modes []string, want int, load func(publish func(int, sample) error) error) (time.Time, []report, [2]int64, error) {
 	cmd := exec.Command(os.Args[0])
 	cmd.Env = append(os.Environ(), childEnv+"=1", "CROSSBENCH_URL="+url,
-		"CROSSBENCH_MODES="+strings.Join(modes, ","), "CROSSBENCH_WANT="+strconv.Itoa(want))
+		"CROSSBENCH_MODES="+strings.Join(modes, ","), "CROSSBENCH_WANT="+strconv.Itoa(want),
+		"CROSSBENCH_WATCHERS="+strconv.Itoa(watchers))
 	cmd.Stderr = os.Stderr
 	stdin, _ := cmd.StdinPipe()
 	stdout, _ := cmd.StdoutPipe()
@@ -557,12 +699,23 @@ func runChildCPU(url string, modes []string, want int, load func(publish func(in
 	return start, reps, [2]int64{cpu1 - cpu0, waits1 - waits0}, nil
 }
 
+// counter counts one fanout watcher's (or bare-subs subscriber's) values
+// and when it got the last one it waits for, padded so that the watchers'
+// counters do not share a cache line.
+type counter struct {
+	n    atomic.Int64
+	last atomic.Int64 // unix ns of value number want
+	_    [48]byte
+}
+
 // child listens on every mode in CROSSBENCH_MODES, each on its own
-// connection, until each has CROSSBENCH_WANT values or none came for 2 s,
-// then prints "result [reports]".
+// connection, until each has CROSSBENCH_WANT values (times
+// CROSSBENCH_WATCHERS for fanout and bare-subs) or none came for 2 s, then
+// prints "result [reports]".
 func child() error {
 	modes := strings.Split(os.Getenv("CROSSBENCH_MODES"), ",")
 	want, _ := strconv.Atoi(os.Getenv("CROSSBENCH_WANT"))
+	watchers, _ = strconv.Atoi(os.Getenv("CROSSBENCH_WATCHERS"))
 	url := os.Getenv("CROSSBENCH_URL")
 	stopProfile := func() {}
 	if dir := os.Getenv(profileEnv); dir != "" {
@@ -573,12 +726,13 @@ func child() error {
 		stopProfile = stop
 	}
 	var (
-		mu    sync.Mutex // guards reps
-		reps  = make([]report, len(modes))
-		stops []func()
+		mu       sync.Mutex // guards reps
+		reps     = make([]report, len(modes))
+		counters = make([][]counter, len(modes)) // fanout and bare-subs: one per watcher
+		stops    []func()                        // run last first: links close before their connection
 	)
 	defer func() {
-		for _, stop := range stops {
+		for _, stop := range slices.Backward(stops) {
 			stop()
 		}
 	}()
@@ -593,17 +747,30 @@ func child() error {
 			r.Lat = append(r.Lat, float64(now-s.T)/1e3)
 			mu.Unlock()
 		}
+		if isFanout(mode) {
+			counters[i] = make([]counter, watchers)
+			reps[i].Lat = nil
+		}
+		// count records a value for fanout watcher k: no lock shared
+		// between watchers, so that the count does not serialize them.
+		count := func(k int) {
+			c := &counters[i][k]
+			if c.n.Add(1) == int64(want) {
+				c.last.Store(time.Now().UnixNano())
+			}
+		}
 		nc, err := nats.Connect(url)
 		if err != nil {
 			return err
 		}
 		stops = append(stops, nc.Close)
-		// watch starts the reader of the inbox that natsbridge, jetstream
-		// and the hop modes deliver into: a Block watcher read through All().
-		watch := func(inbox *broadcast.Broadcaster[sample], closeLink func()) error {
+		// watch starts the reader of the inbox that natsbridge, jetstream,
+		// fanout and the hop modes deliver into: a Block watcher read
+		// through All() by its own goroutine.
+		watch := func(inbox *broadcast.Broadcaster[sample], recv func(sample)) (func(), error) {
 			w, err := inbox.Watch(broadcast.WithPolicy(broadcast.Block))
 			if err != nil {
-				return err
+				return nil, err
 			}
 			done := make(chan struct{})
 			go func() {
@@ -612,12 +779,17 @@ func child() error {
 					recv(s)
 				}
 			}()
+			return func() { <-done }, nil
+		}
+		// readers ends the inbox after closeLink, then waits for its readers.
+		readers := func(inbox *broadcast.Broadcaster[sample], closeLink func(), waits []func()) {
 			stops = append(stops, func() {
 				closeLink()
 				_ = inbox.Shutdown(context.Background())
-				<-done
+				for _, wait := range waits {
+					wait()
+				}
 			})
-			return nil
 		}
 		switch mode {
 		case "bare":
@@ -630,13 +802,51 @@ func child() error {
 				return err
 			}
 			_ = sub.SetPendingLimits(-1, -1)
+		case "bare-subs":
+			// One subscription per would-be watcher, each decoding.
+			for k := range watchers {
+				sub, err := nc.Subscribe(subject(mode), func(m *nats.Msg) {
+					if _, err := codec.Unmarshal(m.Data); err == nil {
+						count(k)
+					}
+				})
+				if err != nil {
+					return err
+				}
+				_ = sub.SetPendingLimits(-1, -1)
+			}
+		case "js-bare", "js-bare-id":
+			js, err := jetstream.New(nc)
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			cons, err := js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{
+				FilterSubject: subject(mode), AckPolicy: jetstream.AckExplicitPolicy,
+			})
+			cancel()
+			if err != nil {
+				return err
+			}
+			cc, err := cons.Consume(func(m jetstream.Msg) {
+				if s, err := codec.Unmarshal(m.Data()); err == nil {
+					recv(s)
+				}
+				_ = m.Ack()
+			})
+			if err != nil {
+				return err
+			}
+			stops = append(stops, cc.Stop)
 		case "hops", "hop-in":
 			// The inbox hop without natsbridge: bare's handler publishes
 			// on a broadcaster instead of recording.
 			inbox := broadcast.New[sample]()
-			if err := watch(inbox, func() {}); err != nil {
+			wait, err := watch(inbox, recv)
+			if err != nil {
 				return err
 			}
+			readers(inbox, func() {}, []func(){wait})
 			sub, err := nc.Subscribe(subject(mode), func(m *nats.Msg) {
 				if s, err := codec.Unmarshal(m.Data); err == nil {
 					_ = inbox.Publish(s)
@@ -646,10 +856,26 @@ func child() error {
 				return err
 			}
 			_ = sub.SetPendingLimits(-1, -1)
-		case "natsbridge", "jetstream":
+		case "natsbridge", "jetstream", "fanout":
 			inbox := broadcast.New[sample]()
+			var waits []func()
+			if mode == "fanout" {
+				for k := range watchers {
+					wait, err := watch(inbox, func(sample) { count(k) })
+					if err != nil {
+						return err
+					}
+					waits = append(waits, wait)
+				}
+			} else {
+				wait, err := watch(inbox, recv)
+				if err != nil {
+					return err
+				}
+				waits = append(waits, wait)
+			}
 			var link *natsbridge.Link
-			if mode == "natsbridge" {
+			if mode != "jetstream" {
 				if link, err = natsbridge.In(nc, subject(mode), codec, inbox); err == nil {
 					err = link.SetPendingLimits(-1, -1)
 				}
@@ -659,10 +885,12 @@ func child() error {
 					link, err = natsbridge.InStream(js, stream, subject(mode), 0, codec, inbox)
 				}
 			}
-			if err != nil {
-				return err
+			if link != nil {
+				readers(inbox, func() { _ = link.Close(context.Background()) }, waits)
+			} else {
+				readers(inbox, func() {}, waits)
 			}
-			if err := watch(inbox, func() { _ = link.Close(context.Background()) }); err != nil {
+			if err != nil {
 				return err
 			}
 		default:
@@ -672,22 +900,43 @@ func child() error {
 			return err
 		}
 	}
+	// gather fills in the fanout modes' reports from their counters.
+	gather := func() {
+		for i, cs := range counters {
+			if cs == nil {
+				continue
+			}
+			r := &reps[i]
+			r.Received, r.MinPer, r.LastRecv = 0, want, 0
+			for k := range cs {
+				c := int(cs[k].n.Load())
+				r.Received += c
+				r.MinPer = min(r.MinPer, c)
+				r.LastRecv = max(r.LastRecv, cs[k].last.Load())
+			}
+		}
+	}
 	cpu0, waits0 := usage()
 	fmt.Println("ready")
 	total := func() int {
 		mu.Lock()
 		defer mu.Unlock()
+		gather()
 		t := 0
 		for _, r := range reps {
 			t += r.Received
 		}
 		return t
 	}
+	all := 0
+	for _, m := range modes {
+		all += want * width(m)
+	}
 	last, idleSince := -1, time.Now()
 	for {
 		time.Sleep(2 * time.Millisecond)
 		got := total()
-		if got >= want*len(modes) {
+		if got >= all {
 			break
 		}
 		if got != last {
@@ -698,8 +947,12 @@ func child() error {
 	}
 	cpu1, waits1 := usage()
 	mu.Lock()
+	gather()
 	for i := range reps {
 		reps[i].CPU, reps[i].Waits = cpu1-cpu0, waits1-waits0
+		if counters[i] == nil {
+			reps[i].MinPer = reps[i].Received
+		}
 		lat := reps[i].Lat
 		slices.Sort(lat)
 		if len(lat) > 0 {
