@@ -31,8 +31,9 @@ func (watcher) Dropped() uint64 { return 0 }
 func (watcher) Len() int        { return 0 }
 func (watcher) Err() error      { return nil }
 
-// exported gathers a collector holding a source of every kind.
-func exported(t *testing.T) map[string]bool {
+// exported gathers a collector holding a source of every kind and returns
+// the name of every series it exports with the set of its label names.
+func exported(t *testing.T) map[string]map[string]bool {
 	b := broadcast.New[int]()
 	defer b.Shutdown(context.Background())
 	eb := events.NewBroadcaster(events.WithLogger(slog.New(slog.DiscardHandler)))
@@ -48,9 +49,15 @@ func exported(t *testing.T) map[string]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := make(map[string]bool)
+	names := make(map[string]map[string]bool)
 	for _, mf := range mfs {
-		names[mf.GetName()] = true
+		labels := make(map[string]bool)
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				labels[lp.GetName()] = true
+			}
+		}
+		names[mf.GetName()] = labels
 	}
 	return names
 }
@@ -75,7 +82,7 @@ func TestAlertRules(t *testing.T) {
 				continue
 			}
 			parser.Inspect(e, func(node parser.Node, _ []parser.Node) error {
-				if vs, ok := node.(*parser.VectorSelector); ok && !names[vs.Name] {
+				if vs, ok := node.(*parser.VectorSelector); ok && names[vs.Name] == nil {
 					t.Errorf("%s: %s is not a series the metrics module exports", r.Alert, vs.Name)
 				}
 				return nil
