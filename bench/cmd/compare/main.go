@@ -53,7 +53,7 @@ type job struct {
 var jobs = []job{
 	{pkg: ".", bench: "Fanout", systems: []string{"k8s", "herald-C", "herald-All", "floor-iter", "floor-chan"}},
 	{pkg: ".", bench: "PeerFanout", systems: peerNames},
-	{pkg: ".", bench: "PublishIdle", systems: []string{"k8s", "herald"}},
+	{pkg: ".", bench: "PublishIdle", systems: []string{"k8s", "herald", "floor-mutex"}},
 	{pkg: ".", bench: "Churn", systems: []string{"k8s", "herald"}},
 	{pkg: ".", bench: "IdleWatcher", systems: []string{"k8s", "herald", "herald-C"}, benchtime: "1x"},
 	{pkg: ".", bench: "Lossy", systems: []string{"k8s", "herald-C"}},
