@@ -388,8 +388,10 @@ func (o *outStream[T]) ack() {
 		}
 		v := judge(err)
 		if v == streamGone {
-			v = o.lookup(err)
-			if v == retry && o.aborted() {
+			var why error
+			if v, why = o.lookup(); v == streamGone {
+				err = why
+			} else if o.aborted() {
 				return
 			}
 		}
@@ -447,7 +449,7 @@ func (o *outStream[T]) ack() {
 func (o *outStream[T]) settled(e *streamEntry, pa *jetstream.PubAck) bool {
 	o.l.sent.Add(1)
 	if pa.Sequence < o.lastAck {
-		o.l.warn.warn(fmt.Sprintf("a value was stored at stream sequence %d, before the previous value (%d): the connection broke in the instant of a publish", pa.Sequence, o.lastAck), nil)
+		o.l.warn.warn(fmt.Sprintf("value %s was stored at stream sequence %d, ahead of earlier values (up to %d): the connection broke while it was published, and nats.go sent it from its reconnect buffer before they were published again", e.header.Get(HeaderSeq), pa.Sequence, o.lastAck), nil)
 	}
 	o.lastAck = max(o.lastAck, pa.Sequence)
 	o.l.lastSeq.Store(o.lastAck)
@@ -466,10 +468,10 @@ func (o *outStream[T]) aborted() bool {
 	}
 }
 
-// lookup decides, for a publish no stream answered (err), whether the
-// stream is gone (deleted, or no longer taking the subject) or the failure
-// may pass (JetStream not ready, disconnected).
-func (o *outStream[T]) lookup(err error) verdict {
+// lookup decides, for a publish no stream answered, whether the stream is
+// gone (deleted, or no longer taking the subject: then why says which) or
+// the failure may pass (JetStream not ready, disconnected).
+func (o *outStream[T]) lookup() (v verdict, why error) {
 	ctx, cancel := context.WithTimeout(context.Background(), min(o.ackWait, lookupTimeout))
 	defer cancel()
 	go func() {
@@ -482,16 +484,16 @@ func (o *outStream[T]) lookup(err error) verdict {
 	s, lerr := o.js.Stream(ctx, o.stream)
 	switch {
 	case errors.Is(lerr, jetstream.ErrStreamNotFound):
-		return streamGone
+		return streamGone, lerr
 	case lerr != nil:
-		return retry
+		return retry, nil
 	}
 	for _, p := range s.CachedInfo().Config.Subjects {
 		if subjectMatches(p, o.subject) {
-			return retry
+			return retry, nil
 		}
 	}
-	return streamGone
+	return streamGone, fmt.Errorf("no longer takes subject %q (its subjects: %v)", o.subject, s.CachedInfo().Config.Subjects)
 }
 
 // die stops the link for good: Err, Done, the log line; the watcher stops
