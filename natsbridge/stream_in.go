@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -145,6 +146,9 @@ type inStream[T any] struct {
 
 	gen atomic.Uint64 // the current consumer's number: messages of an older one are ignored
 
+	errLogMu   sync.Mutex
+	nextErrLog time.Time // no Warn line on a consumer error before this
+
 	mu      sync.Mutex
 	cc      jetstream.ConsumeContext // the current consumption
 	closed  <-chan struct{}          // cc.Closed(), asked once (each call may start a goroutine)
@@ -234,7 +238,15 @@ func (s *inStream[T]) consumeErr(gen uint64, err error) {
 	if s.gen.Load() != gen {
 		return
 	}
-	s.l.warn.logger().Warn("natsbridge: the stream's consumer reported an error", "link", s.l.kind, "subject", s.subject, "error", err.Error())
+	level := slog.LevelWarn
+	s.errLogMu.Lock()
+	if now := time.Now(); now.Before(s.nextErrLog) {
+		level = slog.LevelDebug // at most one Warn line per 10 s
+	} else {
+		s.nextErrLog = now.Add(warnInterval)
+	}
+	s.errLogMu.Unlock()
+	s.l.warn.logger().Log(context.Background(), level, "natsbridge: the stream's consumer reported an error", "link", s.l.kind, "subject", s.subject, "error", err.Error())
 	if errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrNoHeartbeat) ||
 		errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrConsumerNotFound) {
 		select {

@@ -376,3 +376,39 @@ func TestInStreamForeign(t *testing.T) {
 		shutdown(t, inbox)
 	}
 }
+
+// Guarantee 23: the connection closed for good: OutStream (idle) and
+// InStream stop, Err wraps nats.ErrConnectionClosed, Done is closed.
+func TestStreamConnClosed(t *testing.T) {
+	srv := startServer(t, natstest.Config{})
+	nc := connect(t, srv.URL())
+	js := newJS(t, nc)
+	makeStream(t, js, "S", "s.>")
+	lg, logs := linkLogger()
+	inbox, outbox := broadcast.New[val](), broadcast.New[val]()
+	defer shutdown(t, inbox)
+	defer shutdown(t, outbox)
+	in, err := natsbridge.InStreamWith(js, "S", "s.v", 0, codec, inbox, natsbridge.Options[val]{Logger: lg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := natsbridge.OutStreamWith(outbox, js, "S", "s.v", codec, natsbridge.Options[val]{Logger: lg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	for _, l := range []*natsbridge.Link{out, in} {
+		select {
+		case <-l.Done():
+		case <-time.After(guard):
+			t.Fatalf("%v: Done not closed after the connection closed", l)
+		}
+		if !errors.Is(l.Err(), nats.ErrConnectionClosed) {
+			t.Errorf("Err = %v, want ErrConnectionClosed", l.Err())
+		}
+		closeLink(t, l)
+	}
+	if !logged(logs, "level=ERROR", "link=OutStream") || !logged(logs, "level=ERROR", "link=InStream") {
+		t.Errorf("logs %q", logs.lines())
+	}
+}

@@ -126,12 +126,15 @@ func OutStreamWith[T any](b *broadcast.Broadcaster[T], js jetstream.JetStream, s
 		abort:    make(chan struct{}),
 		sent:     make(chan struct{}),
 		acked:    make(chan struct{}),
+		connDone: make(chan struct{}),
 		feed:     &outFeed[T]{w: w, b: b, base: base},
 		ackEpoch: ^uint64(0),
 	}
 	l.pending = func() uint64 { return uint64(s.npending.Load()) }
+	closed := s.nc.StatusChanged(nats.CLOSED)
 	go s.send()
 	go s.ack()
+	go s.watchConn(closed)
 	l.shut = s.shut
 	return l, nil
 }
@@ -156,7 +159,9 @@ type outStream[T any] struct {
 	more            chan struct{} // cap 1: pending grew
 	abort           chan struct{} // closed when Close's ctx ends, or the link dies
 	sent, acked     chan struct{} // closed when send, ack exit
+	connDone        chan struct{} // closed when watchConn exits
 	abortOnce       sync.Once
+	dieOnce         sync.Once
 	dead            atomic.Bool  // the link died: Close counts nothing more
 	deathErr        error        // why; written by ack before it exits
 	npending        atomic.Int64 // len(pending), for Stats
@@ -293,6 +298,10 @@ func (o *outStream[T]) head() *streamEntry {
 // one-at-a-time round is over and new values may go again.
 func (o *outStream[T]) pop() bool {
 	o.mu.Lock()
+	if len(o.pending) == 0 { // the link died meanwhile
+		o.mu.Unlock()
+		return true
+	}
 	o.pending[0] = nil
 	o.pending = o.pending[1:]
 	o.npending.Store(int64(len(o.pending)))
@@ -496,11 +505,30 @@ func (o *outStream[T]) lookup() (v verdict, why error) {
 	return streamGone, fmt.Errorf("no longer takes subject %q (its subjects: %v)", o.subject, s.CachedInfo().Config.Subjects)
 }
 
+// watchConn makes the link die when its connection closes for good, even
+// while no value is to be sent.
+func (o *outStream[T]) watchConn(ch chan nats.Status) {
+	defer close(o.connDone)
+	defer o.nc.RemoveStatusListener(ch)
+	select {
+	case <-ch:
+		o.die(fmt.Errorf("natsbridge: OutStream: %w", nats.ErrConnectionClosed))
+	case <-o.abort:
+	case <-o.acked:
+	}
+}
+
 // die stops the link for good: Err, Done, the log line; the watcher stops
 // and what the link held is counted in Failed.
 func (o *outStream[T]) die(err error) {
+	o.dieOnce.Do(func() { o.dieOnce1(err) })
+}
+
+func (o *outStream[T]) dieOnce1(err error) {
 	o.l.die(err) // a no-op if Close began: then Close returns err
+	o.mu.Lock()
 	o.deathErr = err
+	o.mu.Unlock()
 	o.dead.Store(true)
 	o.abortOnce.Do(func() { close(o.abort) })
 	n := uint64(o.feed.w.Len())
@@ -527,8 +555,12 @@ func (o *outStream[T]) shut(ctx context.Context) error {
 	}()
 	select {
 	case <-done:
-		if o.dead.Load() {
-			return o.deathErr // written before acked closed
+		<-o.connDone
+		if o.dead.Load() && o.l.Err() == nil {
+			// It died during Close (so Err does not say it): Close does.
+			o.mu.Lock()
+			defer o.mu.Unlock()
+			return o.deathErr
 		}
 		return nil
 	case <-ctx.Done():
@@ -536,6 +568,7 @@ func (o *outStream[T]) shut(ctx context.Context) error {
 	o.abortOnce.Do(func() { close(o.abort) })
 	o.feed.w.Stop()
 	<-done // both exit at once on abort
+	<-o.connDone
 	if o.dead.Load() {
 		return ctx.Err()
 	}

@@ -231,8 +231,11 @@ func TestOutStreamStreamDeleted(t *testing.T) {
 	publishN(t, outbox, 5, 5000) // no watcher holds the publisher
 	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Second)
 	defer cancel2()
-	if err := out.Close(ctx2); err != nil && ctx2.Err() != nil {
-		t.Errorf("Close after death: %v", err)
+	if err := out.Close(ctx2); err != nil {
+		t.Errorf("Close after death: %v, want nil (the loss is counted, Err says why)", err)
+	}
+	if !errors.Is(out.Err(), jetstream.ErrStreamNotFound) {
+		t.Errorf("Err after Close = %v, want still the cause", out.Err())
 	}
 	if s := out.Stats(); s.Sent != 3 || s.Failed != 1 || s.Pending != 0 {
 		t.Errorf("stats %+v, want Sent 3, Failed 1", s)
