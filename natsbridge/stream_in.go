@@ -41,7 +41,10 @@ func InStream[T any](js jetstream.JetStream, stream, subject string, from uint64
 // AckWait o.AckWait (default 5 s), at most o.Window (default 256)
 // unacknowledged. Each message is acknowledged once it is published on b
 // (or counted Failed), so an InStream started again with the same name
-// resumes after the last message acknowledged, whatever from says. While
+// resumes after the last message acknowledged, whatever from says; Close
+// flushes the acks within its ctx. A message whose publish on b Close's
+// ctx cut short is counted in Failed and not acknowledged: the server
+// delivers it again to the next InStream of that name. While
 // the publish on b waits (a full Block watcher), the link tells the server
 // the message is in progress, so it is not redelivered meanwhile. A message
 // the server redelivers that the link already published (its ack was lost)
@@ -66,7 +69,11 @@ func InStream[T any](js jetstream.JetStream, stream, subject string, from uint64
 // with a backoff (50 ms doubling to 2 s) and, once a stream of that name is
 // created again, reads it from its first message (a durable consumer is
 // made again), without the user doing anything; LastSeq then counts in the
-// new stream. When the consumer fails for good (the connection closed, the
+// new stream. (An ordered consumer that recreated itself on the new
+// stream before the link saw the deletion may have delivered a few of the
+// new stream's messages already; they are delivered again.) Consumer
+// errors are logged at Warn, at most one line per 10 s (the others at
+// Debug). When the consumer fails for good (the connection closed, the
 // durable consumer deleted while the stream lives), the link stops: it
 // logs at Error, [Link.Err] says why and [Link.Done] is closed.
 //

@@ -30,50 +30,57 @@ func OutStream[T any](b *broadcast.Broadcaster[T], js jetstream.JetStream, strea
 //
 // Each message carries the bridge's headers (HeaderOrigin, the link's own
 // random origin; HeaderSeq, the value's number: 1 for the first value the
-// link took from b), what o.Headers adds, and a message ID (Nats-Msg-Id):
-// o.MsgID(v), or by default the origin and the number. The stream stores a
-// message once per ID within its duplicate window (2 minutes by default),
-// so a value published again, by this link or, with o.MsgID, by a
-// restarted process, is stored once.
+// link took from b, then one more per value taken), then what o.Headers
+// adds, and a message ID (Nats-Msg-Id): o.MsgID(v), or by default the
+// origin and the number. The stream stores a message once per ID within
+// its duplicate window (2 minutes by default), so a value published again,
+// by this link or, with o.MsgID, by a restarted process, is stored once
+// (and acknowledged, so counted in Sent, each time).
 //
 // Up to o.Window values (default 256) are in flight: published, not yet
-// acknowledged; [LinkStats].Pending counts them. The window opens only once
-// a value has been acknowledged on the current connection; until then, and
-// after any failure that may pass (a disconnect, a server restart,
-// JetStream not ready, no ack within o.AckWait, default 5 s, doubling
-// after each timeout up to 5 s or o.AckWait), the link publishes one value
-// at a time: the unacknowledged values again, in order, with their IDs,
-// each after the previous one is acknowledged, retrying with a backoff
-// (50 ms doubling to 2 s) while the connection is down, until each is
-// acknowledged or Close's ctx ends; new values wait meanwhile. So the
-// stream stores each value once and in b's order. One exception: if the
-// connection breaks in the instant between the link's check that it is up
-// and a publish, nats.go keeps that value in its reconnect buffer and sends
-// it first after reconnecting, before the earlier values the broken
-// connection lost are published again; it is then stored ahead of them
-// (each still once), and the link reports it at Warn.
+// acknowledged; [LinkStats].Pending counts them. The window opens only
+// once a value has been acknowledged on the current connection; before
+// that one value is in flight at a time. After a failure that may pass (a
+// disconnect, a server restart, JetStream not ready, no ack within
+// o.AckWait, default 5 s, which doubles after each timeout up to the
+// larger of 5 s and o.AckWait), the link publishes the unacknowledged
+// values again, in order, with their IDs, one at a time (each after the
+// previous one is acknowledged), pausing 50 ms, doubling to 2 s, before
+// each retry and while the connection is down, until each is acknowledged
+// or Close's ctx ends; new values wait meanwhile. So the stream stores each
+// value once and in b's order, with one exception: when the connection
+// breaks in the instant a value is being published (typically just as the
+// acks of the values before it arrive), nats.go keeps that value in its
+// reconnect buffer and sends it first after reconnecting, before the
+// earlier values the broken connection lost are published again. That
+// value, at most one per disconnect, is then stored ahead of them (still
+// once); the link reports it at Warn when its ack arrives. [InStream]
+// delivers in stream order.
 //
 // A value the stream refuses is never retried forever:
 //   - too large (over the server's max_payload or the stream's
-//     max_msg_size), or refused for another lasting reason, or that c cannot
-//     encode: counted in Failed, logged at Warn; the link goes on;
+//     max_msg_size), refused for another lasting reason, or one c cannot
+//     encode: counted in Failed and logged at Warn; the link goes on;
 //   - the stream full (its limits with DiscardNew): if the link's watcher
 //     makes b's publishers wait (broadcast.Block or BlockFor given in
-//     o.Watch), the link holds the value, counted in Pending, logs at Warn,
-//     and publishes it again with a backoff until the stream takes it or
-//     Close's ctx ends; the watcher fills meanwhile and its policy applies.
-//     With any other policy (or a policy only the broadcaster's default
-//     sets, which the link cannot see) the value is counted in Failed and
-//     the link goes on with the next one.
+//     o.Watch), the link holds the value, counted in Pending with the
+//     values in flight after it, logs at Warn, and publishes it again with
+//     the pause above until the stream takes it or Close's ctx ends; the
+//     watcher fills meanwhile and its policy applies. With any other
+//     policy, or a policy set only as b's default (which the link cannot
+//     see), each refused value is counted in Failed and logged at Warn, and
+//     the link goes on with the next.
 //
 // When the stream is deleted (or no longer takes subject), or the
-// connection closes for good, the link stops for good: it logs at Error,
-// [Link.Err] says why, [Link.Done] is closed, the values it held are
-// counted in Failed and its watcher of b stops (no publisher waits for
-// it).
+// connection closes for good (seen at once, even while idle), the link
+// stops for good: it logs at Error, [Link.Err] says why, [Link.Done] is
+// closed, the values it held and those queued in its watcher are counted
+// in Failed, and the watcher stops, so no publisher of b waits for it.
+// A later Close returns nil.
 //
 // Like [Out], the link is a watcher of b with o.Watch; while the stream
 // cannot be reached the watcher fills and its policy applies (Dropped).
+// [Link.LastSeq] is the highest stream sequence acknowledged.
 // OutStreamWith returns an error at once if the stream does not exist or
 // does not take subject, and an error wrapping [ErrLoop] as Out does. A
 // nil b, js or c, or a negative o.AckWait or o.Window, panics.
