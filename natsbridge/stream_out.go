@@ -71,8 +71,10 @@ func OutStream[T any](b *broadcast.Broadcaster[T], js jetstream.JetStream, strea
 //     see), each refused value is counted in Failed and logged at Warn, and
 //     the link goes on with the next.
 //
-// When the stream is deleted (or no longer takes subject), or the
-// connection closes for good (seen at once, even while idle), the link
+// When the stream is deleted (seen at once through the server's advisory
+// if the connection may subscribe to $JS.EVENT.ADVISORY.STREAM.DELETED.<stream>,
+// else at the next publish) or no longer takes subject, or the connection
+// closes for good (seen at once, even while idle), the link
 // stops for good: it logs at Error, [Link.Err] says why, [Link.Done] is
 // closed, the values it held and those queued in its watcher are counted
 // in Failed, and the watcher stops, so no publisher of b waits for it.
@@ -139,9 +141,19 @@ func OutStreamWith[T any](b *broadcast.Broadcaster[T], js jetstream.JetStream, s
 	}
 	l.pending = func() uint64 { return uint64(s.npending.Load()) }
 	closed := s.nc.StatusChanged(nats.CLOSED)
+	// The server's advisory of the stream's deletion, so that an idle link
+	// sees it too. Without the permission to subscribe, the next publish
+	// sees it.
+	gone := make(chan struct{}, 1)
+	adv, _ := s.nc.Subscribe("$JS.EVENT.ADVISORY.STREAM.DELETED."+stream, func(*nats.Msg) {
+		select {
+		case gone <- struct{}{}:
+		default:
+		}
+	})
 	go s.send()
 	go s.ack()
-	go s.watchConn(closed)
+	go s.watchConn(closed, gone, adv)
 	l.shut = s.shut
 	return l, nil
 }
@@ -512,16 +524,29 @@ func (o *outStream[T]) lookup() (v verdict, why error) {
 	return streamGone, fmt.Errorf("no longer takes subject %q (its subjects: %v)", o.subject, s.CachedInfo().Config.Subjects)
 }
 
-// watchConn makes the link die when its connection closes for good, even
-// while no value is to be sent.
-func (o *outStream[T]) watchConn(ch chan nats.Status) {
+// watchConn makes the link die when its connection closes for good or
+// its stream is deleted, even while no value is to be sent.
+func (o *outStream[T]) watchConn(ch chan nats.Status, gone <-chan struct{}, adv *nats.Subscription) {
 	defer close(o.connDone)
 	defer o.nc.RemoveStatusListener(ch)
-	select {
-	case <-ch:
-		o.die(fmt.Errorf("natsbridge: OutStream: %w", nats.ErrConnectionClosed))
-	case <-o.abort:
-	case <-o.acked:
+	if adv != nil {
+		defer func() { _ = adv.Unsubscribe() }()
+	}
+	for {
+		select {
+		case <-ch:
+			o.die(fmt.Errorf("natsbridge: OutStream: %w", nats.ErrConnectionClosed))
+			return
+		case <-gone:
+			if v, why := o.lookup(); v == streamGone {
+				o.die(fmt.Errorf("natsbridge: OutStream: stream %q: %w", o.stream, why))
+				return
+			}
+		case <-o.abort:
+			return
+		case <-o.acked:
+			return
+		}
 	}
 }
 

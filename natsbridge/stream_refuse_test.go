@@ -3,6 +3,7 @@ package natsbridge_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
@@ -192,52 +193,71 @@ func TestStreamTooLarge(t *testing.T) {
 
 // Guarantee 23: OutStream's stream deleted: the link logs it at Error,
 // Err says why, Done is closed, its watcher stops (a Block watcher no
-// longer holds b's publishers), the value it held is Failed.
+// longer holds b's publishers). Idle (the deletion advisory) and while
+// values are refused (the publish path: the subject taken by another
+// stream, so the publish fails with "expected stream does not match").
 func TestOutStreamStreamDeleted(t *testing.T) {
-	srv := startServer(t, natstest.Config{})
-	js := newJS(t, connect(t, srv.URL()))
-	makeStream(t, js, "S", "s.>")
-	lg, logs := linkLogger()
-	outbox := broadcast.New[val]()
-	defer shutdown(t, outbox)
-	out, err := natsbridge.OutStreamWith(outbox, js, "S", "s.v", codec, natsbridge.Options[val]{
-		Logger: lg, Watch: []broadcast.Option{broadcast.WithPolicy(broadcast.Block)},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	publishN(t, outbox, 1, 3)
-	eventually(t, "3 stored", func() bool { return out.Stats().Sent == 3 })
-	ctx, cancel := context.WithTimeout(context.Background(), guard)
-	defer cancel()
-	if err := js.DeleteStream(ctx, "S"); err != nil {
-		t.Fatal(err)
-	}
-	publishN(t, outbox, 4, 4)
-	select {
-	case <-out.Done():
-	case <-time.After(guard):
-		t.Fatal("Done not closed after the stream was deleted")
-	}
-	if err := out.Err(); !errors.Is(err, jetstream.ErrStreamNotFound) {
-		t.Errorf("Err = %v, want ErrStreamNotFound", err)
-	}
-	if !logged(logs, "level=ERROR", "stopped for good") {
-		t.Errorf("no Error line: %q", logs.lines())
-	}
-	if w := outbox.Stats().Watchers; w != 0 {
-		t.Errorf("the dead link's watcher still registered (%d watchers)", w)
-	}
-	publishN(t, outbox, 5, 5000) // no watcher holds the publisher
-	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Second)
-	defer cancel2()
-	if err := out.Close(ctx2); err != nil {
-		t.Errorf("Close after death: %v, want nil (the loss is counted, Err says why)", err)
-	}
-	if !errors.Is(out.Err(), jetstream.ErrStreamNotFound) {
-		t.Errorf("Err after Close = %v, want still the cause", out.Err())
-	}
-	if s := out.Stats(); s.Sent != 3 || s.Failed != 1 || s.Pending != 0 {
-		t.Errorf("stats %+v, want Sent 3, Failed 1", s)
+	for _, busy := range []bool{false, true} {
+		t.Run(fmt.Sprint("busy=", busy), func(t *testing.T) {
+			srv := startServer(t, natstest.Config{})
+			js := newJS(t, connect(t, srv.URL()))
+			makeStream(t, js, "S", "s.>")
+			lg, logs := linkLogger()
+			outbox := broadcast.New[val]()
+			defer shutdown(t, outbox)
+			out, err := natsbridge.OutStreamWith(outbox, js, "S", "s.v", codec, natsbridge.Options[val]{
+				Logger: lg, Watch: []broadcast.Option{broadcast.WithPolicy(broadcast.Block)},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			publishN(t, outbox, 1, 3)
+			eventually(t, "3 stored", func() bool { return out.Stats().Sent == 3 })
+			ctx, cancel := context.WithTimeout(context.Background(), guard)
+			defer cancel()
+			if err := js.DeleteStream(ctx, "S"); err != nil {
+				t.Fatal(err)
+			}
+			if busy {
+				makeStream(t, js, "T", "s.>")
+				publishN(t, outbox, 4, 4)
+			}
+			select {
+			case <-out.Done():
+			case <-time.After(guard):
+				t.Fatal("Done not closed after the stream was deleted")
+			}
+			if err := out.Err(); !errors.Is(err, jetstream.ErrStreamNotFound) {
+				t.Errorf("Err = %v, want ErrStreamNotFound", err)
+			}
+			if !logged(logs, "level=ERROR", "stopped for good") {
+				t.Errorf("no Error line: %q", logs.lines())
+			}
+			if w := outbox.Stats().Watchers; w != 0 {
+				t.Errorf("the dead link's watcher still registered (%d watchers)", w)
+			}
+			publishN(t, outbox, 5, 5000) // no watcher holds the publisher
+			ctx2, cancel2 := context.WithTimeout(context.Background(), time.Second)
+			defer cancel2()
+			if err := out.Close(ctx2); err != nil {
+				t.Errorf("Close after death: %v, want nil (the loss is counted, Err says why)", err)
+			}
+			if !errors.Is(out.Err(), jetstream.ErrStreamNotFound) {
+				t.Errorf("Err after Close = %v, want still the cause", out.Err())
+			}
+			s := out.Stats()
+			if s.Sent != 3 || s.Pending != 0 || busy && s.Failed > 1 || !busy && s.Failed != 0 {
+				t.Errorf("stats %+v, want Sent 3, Failed 0 (idle) or at most 1", s)
+			}
+			if busy {
+				st, err := js.Stream(ctx, "T")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if n := st.CachedInfo().State.Msgs; n != 0 {
+					t.Errorf("the other stream took %d values", n)
+				}
+			}
+		})
 	}
 }
