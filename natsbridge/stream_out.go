@@ -477,7 +477,10 @@ func (o *outStream[T]) ack() {
 func (o *outStream[T]) settled(e *streamEntry, pa *jetstream.PubAck) bool {
 	o.l.sent.Add(1)
 	if pa.Sequence < o.lastAck {
-		o.l.warn.warn(fmt.Sprintf("value %s was stored at stream sequence %d, ahead of earlier values (up to %d): the connection broke while it was published, and nats.go sent it from its reconnect buffer before they were published again", e.header.Get(HeaderSeq), pa.Sequence, o.lastAck), nil)
+		// Not a loss, and at most one per disconnect: logged directly, not
+		// summed up with the losses.
+		o.l.warn.logger().Warn("natsbridge: a value was stored ahead of earlier values: the connection broke while it was published, and nats.go sent it from its reconnect buffer before they were published again",
+			"link", o.l.kind, "subject", o.subject, "seq", e.header.Get(HeaderSeq), "stream_seq", pa.Sequence, "earlier_up_to", o.lastAck)
 	}
 	o.lastAck = max(o.lastAck, pa.Sequence)
 	o.l.lastSeq.Store(o.lastAck)
