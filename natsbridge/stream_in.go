@@ -69,9 +69,11 @@ func InStream[T any](js jetstream.JetStream, stream, subject string, from uint64
 // with a backoff (50 ms doubling to 2 s) and, once a stream of that name is
 // created again, reads it from its first message (a durable consumer is
 // made again), without the user doing anything; LastSeq then counts in the
-// new stream. (An ordered consumer that recreated itself on the new
-// stream before the link saw the deletion may have delivered a few of the
-// new stream's messages already; they are delivered again.) Consumer
+// new stream. Messages the old consumer still hands over once the link
+// has given it up are counted in Failed. (An ordered consumer that
+// recreated itself on the new stream before the link saw the deletion may
+// have delivered a few of the new stream's messages already; they are
+// delivered again.) Consumer
 // errors are logged at Warn, at most one line per 10 s (the others at
 // Debug). When the consumer fails for good (the connection closed, the
 // durable consumer deleted while the stream lives), the link stops: it
@@ -266,7 +268,10 @@ func (s *inStream[T]) consumeErr(gen uint64, err error) {
 func (s *inStream[T]) handler(gen uint64) jetstream.MessageHandler {
 	return func(m jetstream.Msg) {
 		if s.gen.Load() != gen {
-			return // a consumer given up (its stream was deleted)
+			// A consumer given up (its stream was deleted): what it still
+			// hands over is not published.
+			s.l.fail("a message of the deleted stream was not published", nil)
+			return
 		}
 		md, _ := m.Metadata()
 		var seq uint64
