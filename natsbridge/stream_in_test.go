@@ -154,7 +154,7 @@ func TestStreamCloseDuringOutage(t *testing.T) {
 				took := time.Since(start)
 				cancel()
 				// Bound: ctx plus the links' grace for a NATS call in progress.
-				if took > 300*time.Millisecond+3*time.Second {
+				if took > 300*time.Millisecond+closeBound {
 					t.Errorf("%s Close took %v", l.Subject(), took)
 				}
 				if err != nil && !errors.Is(err, context.DeadlineExceeded) {

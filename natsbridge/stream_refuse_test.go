@@ -261,3 +261,38 @@ func TestOutStreamStreamDeleted(t *testing.T) {
 		})
 	}
 }
+
+// Guarantee 23: Close returns within ctx while a Block link holds values
+// the full stream refuses; they are counted in Failed.
+func TestStreamFullBlockClose(t *testing.T) {
+	srv := startServer(t, natstest.Config{})
+	js := newJS(t, connect(t, srv.URL()))
+	makeStreamCfg(t, js, jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}, MaxMsgs: 1, Discard: jetstream.DiscardNew})
+	lg, _ := linkLogger()
+	outbox := broadcast.New[val]()
+	defer shutdown(t, outbox)
+	out, err := natsbridge.OutStreamWith(outbox, js, "S", "s.v", codec, natsbridge.Options[val]{
+		Logger: lg, Watch: []broadcast.Option{broadcast.WithPolicy(broadcast.Block)},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	publishN(t, outbox, 1, 3)
+	eventually(t, "1 stored, 2 held", func() bool { s := out.Stats(); return s.Sent == 1 && s.Pending == 2 })
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if err := out.Close(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Close = %v, want DeadlineExceeded", err)
+	}
+	if took := time.Since(start); took > 300*time.Millisecond+closeBound {
+		t.Errorf("Close took %v", took)
+	}
+	if s := out.Stats(); s.Sent != 1 || s.Failed != 2 || s.Pending != 0 {
+		t.Errorf("stats %+v, want Sent 1, Failed 2", s)
+	}
+}
+
+// closeBound is how long after its ctx ends a Close may take (the links'
+// grace for a NATS call in progress, and scheduling).
+const closeBound = 3 * time.Second
