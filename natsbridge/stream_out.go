@@ -182,7 +182,7 @@ type outStream[T any] struct {
 	abortOnce       sync.Once
 	dieOnce         sync.Once
 	dead            atomic.Bool  // the link died: Close counts nothing more
-	deathErr        error        // why; written by ack before it exits
+	deathErr        error        // why it died; o.mu
 	npending        atomic.Int64 // len(pending), for Stats
 	lastAck         uint64       // stream sequence of the last value acknowledged; ack only
 
