@@ -91,6 +91,10 @@ func (p Policy) String() string {
 }
 
 // waits reports whether a publisher waits for a full watcher under p.
+// Waits reports whether the policy makes a publisher wait for a full
+// watcher: [Block] and [BlockFor].
+func (p Policy) Waits() bool { return p.waits() }
+
 func (p Policy) waits() bool { return p.kind == kindBlock || p.kind == kindBlockFor }
 
 // An Option configures a [Broadcaster] (in [New], where it sets the default

@@ -215,3 +215,31 @@ func hostileConfigCases() []hostileCase {
 
 // TestHostileConfig: configuration mistakes panic with the package prefix.
 func TestHostileConfig(t *testing.T) { runHostile(t, hostileConfigCases()) }
+
+// TestWatcherPolicy: a watcher reports the policy it runs under (its own,
+// the broadcaster's default, or Drop), and Waits tells the waiting ones.
+func TestWatcherPolicy(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		new, watch []broadcast.Option
+		want       broadcast.Policy
+		waits      bool
+	}{
+		{"default", nil, nil, broadcast.Drop, false},
+		{"broadcaster's", []broadcast.Option{broadcast.WithPolicy(broadcast.Block)}, nil, broadcast.Block, true},
+		{"watcher's over broadcaster's", []broadcast.Option{broadcast.WithPolicy(broadcast.Block)}, []broadcast.Option{broadcast.WithPolicy(broadcast.DropOldest)}, broadcast.DropOldest, false},
+		{"BlockFor", nil, []broadcast.Option{broadcast.WithPolicy(broadcast.BlockFor(time.Second))}, broadcast.BlockFor(time.Second), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := broadcast.New[int](tc.new...)
+			defer b.Shutdown(context.Background())
+			w, err := b.Watch(tc.watch...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := w.Policy(); got != tc.want || got.Waits() != tc.waits {
+				t.Errorf("Policy() = %v (Waits %v), want %v (Waits %v)", got, got.Waits(), tc.want, tc.waits)
+			}
+		})
+	}
+}

@@ -74,6 +74,13 @@ func (w *Watcher[T]) Dropped() uint64 {
 	return w.dropped.Load()
 }
 
+// Policy returns the watcher's policy: the one given to Watch with
+// [WithPolicy], or the one given to [New], or [Drop].
+func (w *Watcher[T]) Policy() Policy {
+	w.made()
+	return w.policy
+}
+
 // drop counts a lost value: the watcher's count first, then the total, as
 // Broadcaster.Dropped documents.
 func (w *Watcher[T]) drop() {

@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	"github.com/heraldgo/herald/broadcast"
 )
 
 // Tuning of OutStream and InStream.
@@ -120,22 +117,4 @@ func judge(err error) verdict {
 	// Disconnected, ack timeout, reconnect buffer full, too many in flight
 	// on the shared JetStream context.
 	return retry
-}
-
-// watchWaits reports whether a watcher made with opts makes a publisher
-// wait when it is full (Block, BlockFor): it probes a scratch broadcaster
-// with those options, as a watcher's policy cannot be read. A policy the
-// options do not set (the broadcaster's default) is not seen: such a
-// watcher counts as not waiting.
-func watchWaits(opts []broadcast.Option) bool {
-	p := broadcast.New[struct{}]()
-	defer func() { _ = p.Shutdown(context.Background()) }()
-	w, err := p.Watch(append(slices.Clip(opts), broadcast.WithQueueLength(1))...)
-	if err != nil {
-		return false
-	}
-	defer w.Stop()
-	_, _ = p.TryPublish(struct{}{})
-	ok, _ := p.TryPublish(struct{}{})
-	return !ok
 }

@@ -62,13 +62,12 @@ func OutStream[T any](b *broadcast.Broadcaster[T], js jetstream.JetStream, strea
 //     max_msg_size), refused for another lasting reason, or one c cannot
 //     encode: counted in Failed and logged at Warn; the link goes on;
 //   - the stream full (its limits with DiscardNew): if the link's watcher
-//     makes b's publishers wait (broadcast.Block or BlockFor given in
-//     o.Watch), the link holds the value, counted in Pending with the
+//     makes b's publishers wait (its policy is broadcast.Block or
+//     BlockFor, from o.Watch or b's default), the link holds the value, counted in Pending with the
 //     values in flight after it, logs at Warn, and publishes it again with
 //     the pause above until the stream takes it or Close's ctx ends; the
 //     watcher fills meanwhile and its policy applies. With any other
-//     policy, or a policy set only as b's default (which the link cannot
-//     see), each refused value is counted in Failed and logged at Warn, and
+//     policy, each refused value is counted in Failed and logged at Warn, and
 //     the link goes on with the next.
 //
 // When the stream is deleted (seen at once through the server's advisory
@@ -129,7 +128,7 @@ func OutStreamWith[T any](b *broadcast.Broadcaster[T], js jetstream.JetStream, s
 		msgID:    o.MsgID,
 		headers:  o.Headers,
 		ackWait:  wait,
-		waits:    watchWaits(o.Watch),
+		waits:    w.Policy().Waits(),
 		slots:    make(chan struct{}, window),
 		more:     make(chan struct{}, 1),
 		abort:    make(chan struct{}),
