@@ -118,3 +118,7 @@ func judge(err error) verdict {
 	// on the shared JetStream context.
 	return retry
 }
+
+// stopGrace bounds how long InStream's Close, once its ctx ended and the
+// consumer was stopped, waits for the consumer's goroutine to exit.
+const stopGrace = 100 * time.Millisecond

@@ -521,15 +521,18 @@ func (s *inStream[T]) shut(cctx context.Context) error {
 		return nil
 	case <-cctx.Done():
 	}
-	// Out of time: the messages the consumer still holds are handed over
-	// at once, each failing (counted) as b's publish gives up.
+	// Out of time: the consumer stops at once. A value being published
+	// on b gives up (counted Failed); what the client still holds was not
+	// taken and stays in the stream (a later InStream from LastSeq()+1, or
+	// the durable consumer, gets it). stopGrace bounds the wait for the
+	// consumer's goroutine to exit.
 	s.cancel()
-	t := time.NewTimer(closeGrace)
+	cc.Stop()
+	t := time.NewTimer(stopGrace)
 	defer t.Stop()
 	select {
 	case <-closed:
 	case <-t.C:
-		cc.Stop()
 	}
 	return cctx.Err()
 }

@@ -153,8 +153,10 @@ func TestStreamCloseDuringOutage(t *testing.T) {
 				err := l.Close(ctx)
 				took := time.Since(start)
 				cancel()
-				// Bound: ctx plus the links' grace for a NATS call in progress.
-				if took > 300*time.Millisecond+closeBound {
+				t.Logf("%s: Close took %v with a ctx of 300ms", l.Subject(), took)
+				// Bound: ctx plus InStream's stopGrace (100 ms) and
+				// scheduling slack (guarantee 23: within ctx, in an outage too).
+				if took > 300*time.Millisecond+500*time.Millisecond {
 					t.Errorf("%s Close took %v", l.Subject(), took)
 				}
 				if err != nil && !errors.Is(err, context.DeadlineExceeded) {
