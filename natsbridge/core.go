@@ -625,9 +625,10 @@ func inWith[T any](fn string, nc *nats.Conn, subject string, c Codec[T], b *broa
 		// message the client still holds, counted in Failed one by one by
 		// the handler, which then has nothing to wait for.
 		cancel()
-		if !waitExited(exited) {
-			// The drain itself is stuck (the connection is down): drop
-			// what is pending, counted.
+		// While the connection is down the drain cannot finish (nats.go
+		// waits for the server's answer): do not wait for it.
+		if !nc.IsConnected() || !waitExited(exited) {
+			// The drain itself is stuck: drop what is pending, counted.
 			pending, _, _ := s.Pending()
 			_ = s.Unsubscribe()
 			waitExited(exited)
