@@ -40,11 +40,15 @@ func (jsonCodec[T]) Marshal(v T) ([]byte, error) {
 
 func (jsonCodec[T]) Unmarshal(data []byte) (T, error) {
 	var v T
-	if len(trimJSONSpace(data)) == 0 {
-		return v, errJSONEmpty
-	}
-	if isNull(data) {
-		return v, errJSONNull
+	// Fast path: a payload that starts with neither white space nor 'n'
+	// is neither empty nor null.
+	if len(data) == 0 || data[0] == 'n' || isJSONSpace(data[0]) {
+		if len(trimJSONSpace(data)) == 0 {
+			return v, errJSONEmpty
+		}
+		if isNull(data) {
+			return v, errJSONNull
+		}
 	}
 	err := json.Unmarshal(data, &v)
 	return v, err
@@ -59,12 +63,13 @@ func isNull(data []byte) bool {
 
 // trimJSONSpace trims JSON's white space (space, tab, CR, LF).
 func trimJSONSpace(d []byte) []byte {
-	isSpace := func(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }
-	for len(d) > 0 && isSpace(d[0]) {
+	for len(d) > 0 && isJSONSpace(d[0]) {
 		d = d[1:]
 	}
-	for len(d) > 0 && isSpace(d[len(d)-1]) {
+	for len(d) > 0 && isJSONSpace(d[len(d)-1]) {
 		d = d[:len(d)-1]
 	}
 	return d
 }
+
+func isJSONSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\r' || c == '\n' }

@@ -691,14 +691,15 @@ func (in *coreIn[T]) clock(ctx context.Context, nc *nats.Conn, exited <-chan str
 
 // handle is In's work for one message; ctx is canceled by Close.
 func (in *coreIn[T]) handle(ctx context.Context, m *nats.Msg) {
-	id, seq, ok := origin(m.Header)
+	h := m.Header
+	id, seq, ok := originFast(h)
 	switch {
 	case !ok:
 		if !in.foreign {
 			in.l.fail("a message without the bridge's headers was refused", errForeign)
 			return
 		}
-	case m.Header[HeaderBeat] != nil:
+	case len(h) > 2 && h[HeaderBeat] != nil: // a value has 2 headers, unless Options.Headers adds some
 		if in.track {
 			in.see(id, seq, true)
 		}
@@ -712,7 +713,7 @@ func (in *coreIn[T]) handle(ctx context.Context, m *nats.Msg) {
 		return
 	}
 	if in.from != nil {
-		v = in.from(m.Header, v)
+		v = in.from(h, v)
 	}
 	if err := in.b.PublishContext(ctx, v); err != nil {
 		if ctx.Err() != nil {
@@ -723,6 +724,30 @@ func (in *coreIn[T]) handle(ctx context.Context, m *nats.Msg) {
 		return
 	}
 	in.l.received.Add(1)
+}
+
+// originFast is [origin] for In's hot path: the same result, with a
+// decimal parser that does not allocate or handle signs and bases.
+func originFast(h nats.Header) (id string, seq uint64, ok bool) {
+	ids, seqs := h[HeaderOrigin], h[HeaderSeq]
+	if len(ids) == 0 || ids[0] == "" || len(seqs) == 0 {
+		return "", 0, false
+	}
+	d := seqs[0]
+	if len(d) == 0 || len(d) > 19 { // 19 digits never overflow a uint64
+		return origin(h) // the general parser decides
+	}
+	for i := 0; i < len(d); i++ {
+		c := d[i]
+		if c < '0' || c > '9' {
+			return "", 0, false
+		}
+		seq = seq*10 + uint64(c-'0')
+	}
+	if seq == 0 {
+		return "", 0, false
+	}
+	return ids[0], seq, true
 }
 
 // see records message seq of origin id (a heartbeat if beat) and counts a
