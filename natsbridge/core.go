@@ -31,9 +31,10 @@ const (
 	flushAttempt = time.Second
 	// flushRetry is the pause after a failed flush attempt.
 	flushRetry = 10 * time.Millisecond
-	// flushLinger is the least time between two flushes while values keep
-	// coming: one PING confirms every value handed to nats.go before it,
-	// so the flusher batches rather than sending a PING per value.
+	// flushLinger is the least time between the end of a flush and the
+	// next: one PING confirms every value handed to nats.go before it, so
+	// the flusher batches rather than sending a PING per value, at most
+	// one PING a millisecond.
 	flushLinger = time.Millisecond
 
 	// originTick is how often an In's clock of connected time advances;
@@ -329,10 +330,7 @@ func (o *coreOut[T]) flushOnce() time.Duration {
 	cancel()
 	if err == nil {
 		o.l.sent.Add(target - o.l.sent.Load())
-		if o.handed.Load() != target {
-			return flushLinger
-		}
-		return 0
+		return flushLinger // then the values handed over meanwhile, if any
 	}
 	if o.nc.IsClosed() {
 		o.kill()
