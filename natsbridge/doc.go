@@ -22,7 +22,9 @@
 //
 // [NewNode] does the same in one call and owns the four parts;
 // [NewStreamNode] does it through a JetStream stream with [OutStream] and
-// [InStream].
+// [InStream]. [OutWith] and [InWith] are Out and In with [Options] (a
+// logger, message headers to and from the values, foreign messages, a
+// queue group).
 //
 // # Guarantees
 //
@@ -47,9 +49,43 @@
 // sends it once reconnected; values beyond the buffer, or every value with
 // the buffer disabled (nats.ReconnectBufSize(-1)), are counted in Failed.
 // A message in flight to a server that stops, or for a subscriber that has
-// not resubscribed yet, is lost without a trace. Use core links for live
-// state where the latest value matters (a watcher that misses some catches
-// up with the next), and streams where every value does.
+// not resubscribed yet, is lost, but not silently: see Loss detection. Use
+// core links for live state where the latest value matters (a watcher that
+// misses some catches up with the next), and streams where every value
+// does.
+//
+// # Loss detection on core NATS
+//
+// Every [Out] is an origin (a random ID) and numbers the values it takes
+// from its broadcaster 1, 2, 3, ..., a value it fails to encode or publish
+// included; each message carries the origin and the number in the
+// [HeaderOrigin] and [HeaderSeq] headers. Once it has taken a value, an
+// Out sends a heartbeat every second (header [HeaderBeat], no data, the
+// last number used), and one at Close. Every [In] keeps, per origin, the
+// last number it saw: a gap adds the missing values to its Lost and is
+// logged at Warn. So at every In, every value of an Out from the first one
+// the In saw on is in Received, Failed (arrived, not decoded or not
+// published) or Lost, within 2 s of its sending while both connections are
+// up (1 s between heartbeats, plus their way), within 2 s of both being up
+// again for a value sent during an outage. What the In does not count: the
+// values of an origin before the first message of it the In saw (it had
+// not subscribed yet, say), and, for an origin not heard of for 60 to 65 s
+// of the In's connected time (the In forgets it), what it lost in that
+// time. A member of a queue group (Options.QueueGroup) sees part of each
+// origin's numbers and does not count losses.
+//
+// An Out counts a value Sent once the server answered a PING the Out sent
+// after it; until then it is Pending. Close waits for that within its ctx:
+// what is unconfirmed when ctx ends is counted Failed and Close returns
+// ctx.Err(). By default an In refuses messages without the bridge's
+// headers (counted in Failed, logged at Warn); Options.AcceptForeign lets
+// a foreign publisher's messages in, decoded by the codec.
+//
+// When a core link's connection closes for good (nc.Close, or the
+// reconnect attempts are used up), the link stops: it logs it at Error,
+// [Link.Err] says why, [Link.Done] is closed; an Out counts what was
+// Pending and what its watcher still held in Failed, and stops its
+// watcher, so no publisher waits for it under broadcast.Block.
 //
 // [OutStream] publishes into an existing stream with a message ID per value
 // and counts a value Sent when the stream acknowledges it; on a transient
@@ -65,23 +101,27 @@
 //
 // A value that cannot be encoded or decoded, that is over the server's
 // max_payload, or that the transport loses in a way the link can see, is
-// counted in [LinkStats].Failed and reported at Warn through slog.Default:
+// counted in [LinkStats].Failed, values an In finds missing in Lost, and
+// each is reported at Warn through the link's logger (Options.Logger,
+// slog.Default by default):
 // per link, the first at once, then at most one line per 10 s that sums up
 // the ones in between, and a last summary at Close. Never a panic; the link
 // goes on with the next value. Messages the NATS client discards because a
 // slow broadcaster made In fall behind its pending limits are counted in
-// Dropped and reported the same way. Configuration mistakes (a nil
+// Dropped (and, as gaps, in Lost) and reported the same way. The JSON
+// codec refuses an empty or null payload rather than publish a zero
+// value. Configuration mistakes (a nil
 // broadcaster, connection or codec) panic with a "natsbridge: " message.
 //
 // # Close
 //
 // [Link.Close](ctx) sends what the link holds (for an outgoing link, every
-// value published on its broadcaster before Close, acknowledged by the
-// stream for OutStream; for an incoming link, what the client has
-// received), then stops it and waits until its goroutines have exited. If
-// ctx ends first, what is left is counted in Failed and Close returns
-// ctx.Err() at once. Close leaves the connection and the broadcaster to
-// their owner.
+// value published on its broadcaster before Close, confirmed by the server
+// for Out and acknowledged by the stream for OutStream; for an incoming
+// link, what the client has received), then stops it and waits until its
+// goroutines have exited. If ctx ends first, what is left is counted in
+// Failed and Close returns ctx.Err() at once, during an outage too. Close
+// leaves the connection and the broadcaster to their owner.
 //
 // # Resuming from a stream
 //

@@ -167,3 +167,16 @@ func consumerDelivered(t testing.TB, js jetstream.JetStream, stream string) uint
 	}
 	return top
 }
+
+// publishBridged publishes data on subject as an Out of origin would, with
+// the bridge's headers and sequence number seq, so that an In takes it.
+func publishBridged(t testing.TB, nc *nats.Conn, subject, origin string, seq uint64, data []byte) {
+	t.Helper()
+	m := nats.NewMsg(subject)
+	m.Header.Set(natsbridge.HeaderOrigin, origin)
+	m.Header.Set(natsbridge.HeaderSeq, fmt.Sprint(seq))
+	m.Data = data
+	if err := nc.PublishMsg(m); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -19,7 +19,7 @@ type Link struct {
 	sent, received, failed atomic.Uint64
 	lost                   atomic.Uint64 // In: gaps in an origin's sequence numbers
 	lastSeq                atomic.Uint64
-	pending                func() uint64               // Out: values handed to NATS, not yet out of the client; nil: 0
+	pending                func() uint64               // Out: values handed to NATS, not yet confirmed; nil: 0
 	dropped                func() uint64               // the link's view of slow-consumer drops
 	setLimits              func(msgs, bytes int) error // In only
 
@@ -41,17 +41,33 @@ type Link struct {
 
 // LinkStats is a snapshot of a link's counters.
 //
-// Every value an outgoing link took from its broadcaster ends up in exactly
-// one of Sent and Failed once the link is closed (the values its watcher
-// lost to the watcher's policy are in Dropped). Every message an incoming
-// link took from NATS ends up in Received or Failed.
+// Every value an [Out] took from its broadcaster is in exactly one of
+// Sent, Failed and Pending, and Pending is 0 once Close has returned (the
+// values its watcher lost to the watcher's policy are in Dropped, never
+// taken). Every message an incoming link took from NATS ends up in
+// Received or Failed. For an [In], every value of an origin from its
+// baseline on (see [InWith]) is in Received, Failed or Lost.
 type LinkStats struct {
-	Sent     uint64 // values that left the NATS client (Out) or acknowledged by the stream (OutStream)
-	Received uint64 // messages received and published on b (In, InStream)
-	Failed   uint64 // values lost to encode, decode or transport errors
-	Dropped  uint64 // messages the client dropped as a slow consumer, as far as the link can see
-	Lost     uint64 // In: values of an origin that never arrived (gaps in its sequence); not counted yet: always 0
-	Pending  uint64 // Out: values handed to NATS and not yet out of the client; not counted yet: always 0
+	// Sent: Out: values the server confirmed (a PING sent after them was
+	// answered); OutStream: values acknowledged by the stream.
+	Sent uint64
+	// Received: messages received and published on b (In, InStream).
+	Received uint64
+	// Failed: values lost to encode, decode or transport errors, values
+	// Close gave up on, and, for In, messages refused for want of the
+	// bridge's headers.
+	Failed uint64
+	// Dropped: In: messages the client dropped as a slow consumer (they are
+	// in Lost too, as gaps); Out, OutStream: values the link's watcher lost
+	// to its policy.
+	Dropped uint64
+	// Lost: In: values of an origin that never arrived (gaps in its
+	// sequence numbers, seen from the next message or heartbeat); 0 for an
+	// In in a queue group.
+	Lost uint64
+	// Pending: outgoing links: values handed on and not yet confirmed
+	// (Out: by the server's answer to a PING; OutStream: see [OutStream]).
+	Pending uint64
 }
 
 func newLink(kind, subject string) *Link {
@@ -111,10 +127,11 @@ var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); retu
 // Done; a no-op once Close began or the link died already. It reports
 // whether it recorded err.
 func (l *Link) die(err error) bool {
+	// closeMu is held until err is recorded, so that once Close has set
+	// closing, Err either says the link died before or stays nil.
 	l.closeMu.Lock()
-	closing := l.closing
-	l.closeMu.Unlock()
-	if closing {
+	if l.closing {
+		l.closeMu.Unlock()
 		return false
 	}
 	first := false
@@ -123,6 +140,7 @@ func (l *Link) die(err error) bool {
 		l.err, first = err, true
 	}
 	l.errMu.Unlock()
+	l.closeMu.Unlock()
 	if !first {
 		return false
 	}
@@ -144,14 +162,17 @@ func (l *Link) Subject() string { return l.subject }
 // Close stops the link after sending what it holds, within ctx.
 //
 // An outgoing link ([Out], [OutStream]) first sends every value published
-// on its broadcaster before Close was called that its watcher received (and
-// for OutStream, waits for the stream's acknowledgements); an incoming link
+// on its broadcaster before Close was called that its watcher received, and
+// waits for the server's confirmation (Out: the answer to a PING; for
+// OutStream, the stream's acknowledgements); an incoming link
 // ([In], [InStream]) publishes on its broadcaster the messages the client
 // has already received. Then every goroutine of the link has exited, the
 // link is forgotten by the loop check ([ErrLoop]) and Close returns nil.
 // If ctx ends first, what is left is counted in Failed, the link stops at
 // once and Close returns ctx.Err(); it returns within a short bound after
-// ctx ends even if the connection is down. Close does not close the NATS
+// ctx ends even if the connection is down. An Out whose connection closes
+// for good during Close counts what is unconfirmed in Failed and returns an
+// error wrapping nats.ErrConnectionClosed. Close does not close the NATS
 // connection, nor the broadcaster. Further calls wait for the first to
 // finish, then return nil.
 func (l *Link) Close(ctx context.Context) error {

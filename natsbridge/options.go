@@ -20,34 +20,41 @@ import (
 // already broadcast.Option, and one struct per link keeps every setting an
 // operator may turn in one place, as nats.Options does.
 type Options[T any] struct {
-	// Logger receives the link's reports (losses at Warn, its death at
-	// Error). Nil: slog.Default(). All links.
+	// Logger receives the link's reports (losses at Warn, rate-limited as
+	// the package documentation says; its death at Error). Nil:
+	// slog.Default() at the time of each line. All links.
 	Logger *slog.Logger
 
 	// Watch are the options of the link's watcher of its broadcaster
 	// (policy, queue length). Out and OutStream.
 	Watch []broadcast.Option
 
-	// Headers, if set, is called for every value an outgoing link sends,
-	// with the message's headers (the bridge's own already set); what it
-	// adds travels with the value (a W3C traceparent, say). Out and
+	// Headers, if set, is called for every value an outgoing link sends
+	// (once it is encoded), with the message's headers: what it adds
+	// travels with the value (a W3C traceparent, say). For Out the header
+	// is fresh for each value and the bridge's own (HeaderOrigin,
+	// HeaderSeq) are written after the call, replacing any set under those
+	// names. Called from the link's goroutine, one value at a time. Out and
 	// OutStream.
 	Headers func(v T, h nats.Header)
 	// FromHeaders, if set, is called for every value an incoming link
-	// decodes, with the message's headers, before the value is published;
-	// its result is what is published. In and InStream.
+	// decodes, with the message's headers (nil for a foreign message
+	// without any), before the value is published; its result is what is
+	// published. Called from the link's goroutine, one message at a time.
+	// In and InStream.
 	FromHeaders func(h nats.Header, v T) T
 
 	// AcceptForeign lets In and InStream take messages that do not carry
 	// the bridge's headers (a publisher that is not an Out), decoded by the
-	// codec; by default such messages are refused and counted in Failed.
+	// codec; they are outside loss detection. By default such messages are
+	// refused, counted in Failed and logged at Warn.
 	AcceptForeign bool
 
 	// QueueGroup, if set, makes In a member of that NATS queue group: each
 	// message goes to one member of the group instead of to every In, so
 	// work is shared rather than fanned out. Loss detection (Lost) is off
-	// for a queue member, since it sees only part of each origin's values.
-	// In.
+	// for a queue member, since it sees only part of each origin's values:
+	// Lost stays 0 and heartbeats are ignored. In.
 	QueueGroup string
 
 	// MsgID, if set, gives each value's JetStream message ID (the
