@@ -60,7 +60,7 @@ type Broadcaster[T any] struct {
 	readers   []*Watcher[T] // watchers read from the ring (All, Seq)
 	chans     []*Watcher[T] // watchers read through C(): commits send to them
 	attn      uint64        // no reader needs a visit before this sequence number
-	parked    []*waiter[T]  // read loops waiting for a commit or a change of their watcher
+	parked    *waiter[T]    // read loops waiting for a commit or a change of their watcher, newest first
 	nBlockFor int           // watchers under BlockFor: publishes then note their start
 	closed    bool          // Shutdown began
 	busy      bool          // a publisher holds the turn: it waits for room

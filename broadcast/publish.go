@@ -68,13 +68,16 @@ func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, erro
 		return false, nil
 	}
 	b.commitLocked(s, v)
+	woken := b.parked
+	b.parked = nil
 	b.mu.Unlock()
+	wakeAll(woken)
 	return true, err
 }
 
 // commitLocked makes v the value with sequence number s for every watcher,
-// under each one's policy, and wakes the read loops waiting for it. Called
-// with mu held, after waitRoomLocked.
+// under each one's policy; the caller wakes the read loops waiting for it.
+// Called with mu held, after waitRoomLocked.
 func (b *Broadcaster[T]) commitLocked(s uint64, v T) {
 	r := b.ring.Load()
 	if s >= b.attn {
@@ -92,9 +95,6 @@ func (b *Broadcaster[T]) commitLocked(s uint64, v T) {
 			continue
 		}
 		i++
-	}
-	if len(b.parked) > 0 {
-		b.wakeParkedLocked()
 	}
 	if b.busy {
 		b.busy = false
@@ -135,26 +135,31 @@ func (b *Broadcaster[T]) attend(s uint64, r *ring[T]) {
 	b.attn = next
 }
 
-// wakeParkedLocked wakes every parked read loop. Called with mu held.
-func (b *Broadcaster[T]) wakeParkedLocked() {
-	for _, n := range b.parked {
+// wakeAll wakes the parked read loops of list (b.parked, taken whole under
+// mu). It runs after mu is released: a woken loop parks again under mu, and
+// on two cores a thousand of them queueing behind the publisher's mutex
+// delayed the next Publish by the whole queue (BenchmarkLatency in bench/,
+// herald-All at 1000 watchers: see docs/design.md). A loop is on one list
+// at a time and is signalled once per listing, by whoever took it off; next
+// is read before the signal, and written again only by the woken loop.
+func wakeAll[T any](list *waiter[T]) {
+	for n := list; n != nil; {
+		next := n.next
 		n.signal()
+		n = next
 	}
-	clear(b.parked)
-	b.parked = b.parked[:0]
 }
 
 // wakeWatcherLocked wakes the read loops of w parked: w changed (Stop, an
 // end, C()). Called with mu held.
 func (b *Broadcaster[T]) wakeWatcherLocked(w *Watcher[T]) {
-	kept := b.parked[:0]
-	for _, n := range b.parked {
+	p := &b.parked
+	for n := *p; n != nil; n = *p {
 		if n.w == w {
+			*p = n.next
 			n.signal()
 		} else {
-			kept = append(kept, n)
+			p = &n.next
 		}
 	}
-	clear(b.parked[len(kept):])
-	b.parked = kept
 }

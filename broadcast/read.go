@@ -127,6 +127,7 @@ func (w *Watcher[T]) readChan(ch <-chan T, yield func(uint64, T) bool) {
 type waiter[T any] struct {
 	w    *Watcher[T]
 	wake chan struct{} // cap 1
+	next *waiter[T]    // the next parked loop; b.mu guards it while n is parked
 }
 
 func (n *waiter[T]) signal() {
@@ -138,9 +139,10 @@ func (n *waiter[T]) signal() {
 
 // park waits until a commit or a change of n's watcher, unless one came
 // since the loop looked. Whoever commits (moving the tail) or changes a
-// watcher (Stop, an end, C()) does it with b.mu held and wakes the parked
-// loops before releasing it; park looks and parks with b.mu held: so
-// either it sees the change or it is woken.
+// watcher (Stop, an end, C()) does it with b.mu held and, before releasing
+// it, takes the parked loops concerned off b.parked (they are then woken:
+// at once for a change, right after the unlock for a commit); park looks
+// and parks with b.mu held: so either it sees the change or it is woken.
 func (b *Broadcaster[T]) park(n *waiter[T]) {
 	w := n.w
 	b.mu.Lock()
@@ -148,7 +150,8 @@ func (b *Broadcaster[T]) park(n *waiter[T]) {
 	idle := w.state.phase == running && w.ch == nil && w.pend.len() == 0 && w.next.Load() > b.tail.Load()
 	w.mu.Unlock()
 	if idle {
-		b.parked = append(b.parked, n)
+		n.next = b.parked
+		b.parked = n
 	}
 	b.mu.Unlock()
 	if idle {

@@ -89,7 +89,8 @@ func (b *Broadcaster[T]) endAllLocked() []*Watcher[T] {
 	}
 	clear(b.evictedCtx)
 	b.readers, b.chans, b.nBlockFor = nil, nil, 0
-	b.wakeParkedLocked()
+	wakeAll(b.parked)
+	b.parked = nil
 	return callbacks
 }
 
