@@ -111,6 +111,41 @@ var peers = []peer{
 	}},
 }
 
+// pumpModel is not a library but the design C() did not take (issue 27): a
+// goroutine per watcher that fills the watcher's channel from what the
+// publisher queued for it, as the old core's forwarders and tailscale's
+// eventbus subscriber pumps do. Here the publisher queues into a channel
+// per watcher (the pump's inbox) and the pump moves each value into the
+// reader's channel: the same wake-ups as a pump reading a shared ring
+// (the publisher wakes the pump, the pump wakes the reader), so it models
+// that design's one-value latency. Its throughput is not the design's (a
+// ring read in batches: the floor-chan rows of workload 1), so it runs in
+// BenchmarkPeerLatency only.
+var pumpModel = peer{"pump", func() (func() readFunc, func(watch.Event), func()) {
+	var inboxes []chan watch.Event
+	var wg sync.WaitGroup
+	return func() readFunc {
+			in, out := make(chan watch.Event, queueLength), make(chan watch.Event, queueLength)
+			inboxes = append(inboxes, in)
+			wg.Go(func() {
+				defer close(out)
+				for ev := range in {
+					out <- ev
+				}
+			})
+			return readChan(out)
+		}, func(ev watch.Event) {
+			for _, in := range inboxes {
+				in <- ev
+			}
+		}, func() {
+			for _, in := range inboxes {
+				close(in)
+			}
+			wg.Wait()
+		}
+}}
+
 // ringPayload is each ring value's index as a watermill payload.
 var ringPayload = func() (p [ringSize][]byte) {
 	for i := range p {
@@ -212,7 +247,7 @@ func fanoutPeer(b *testing.B, n int, p peer) {
 // libraries: one value in flight, p50-ns and p99-ns over every (watcher,
 // value) pair, every value checked in order.
 func BenchmarkPeerLatency(b *testing.B) {
-	for _, p := range peers {
+	for _, p := range append(peers[:len(peers):len(peers)], pumpModel) {
 		b.Run(p.name, func(b *testing.B) {
 			for _, n := range latencyWatcherCounts {
 				b.Run(fmt.Sprintf("watchers=%d", n), func(b *testing.B) { latencyPeer(b, n, p) })

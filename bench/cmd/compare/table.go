@@ -82,6 +82,8 @@ func tableRows() []*row {
 		// The floors: k8s/floor is the most any library read that way can reach.
 		add(&row{label: fmt.Sprintf("%d watcher(s), floor of C(): a channel each, filled by its own goroutine", n), k8s: k,
 			herald: fmt.Sprintf("Fanout/floor-chan/watchers=%d", n), units: u("ns/op")})
+		add(&row{label: fmt.Sprintf("%d watcher(s), a channel each, written by the publisher (chan, the design of C())", n), k8s: k,
+			herald: fmt.Sprintf("PeerFanout/chan/watchers=%d", n), units: u("ns/op")})
 		add(&row{label: fmt.Sprintf("%d watcher(s), floor of All(): the readers' loop and check alone", n), k8s: k,
 			herald: fmt.Sprintf("Fanout/floor-iter/watchers=%d", n), units: u("ns/op")})
 	}
@@ -155,6 +157,16 @@ func tableRows() []*row {
 		add(&row{label: fmt.Sprintf("%d watcher(s), p99, All()", n), k8s: k, herald: ha, units: u("p99-ns"), target: ratioAtLeast(1)})
 	}
 	add(&row{label: "round trip until all 100 have it, C()", k8s: "Latency/k8s/watchers=100", herald: "Latency/herald-C/watchers=100", units: u("ns/op")})
+	// The design C() did not take, measured: a pump goroutine per watcher
+	// (bench/peers_test.go, pumpModel). Its throughput is the floor-chan
+	// rows of workload 1; here, its one-value latency against a channel per
+	// subscriber written by the publisher (left column), which C() is.
+	for _, n := range []int{100, 1000} {
+		for _, q := range []string{"p50-ns", "p99-ns"} {
+			add(&row{label: fmt.Sprintf("%d watchers, %s, a pump goroutine per watcher (the design C() did not take) against chan", n, q[:3]),
+				k8s: fmt.Sprintf("PeerLatency/chan/watchers=%d", n), herald: fmt.Sprintf("PeerLatency/pump/watchers=%d", n), units: u(q)})
+		}
+	}
 
 	// Latency against the peers: C() and All() against each peer at 100 and
 	// 1000 watchers (left column: the peer). Target: at least as fast as
@@ -426,7 +438,7 @@ How each workload is measured (bench/*_test.go):
 3. ` + "`Watch()`" + ` then ` + "`Stop()`" + ` in a ` + "`b.Loop`" + ` while another goroutine publishes flat out; allocations count the publisher too (it allocates nothing on either side).
 4. 5000 watchers registered, nothing published; heap is ` + "`MemStats.HeapAlloc`" + ` after two GCs, before minus after, per watcher; goroutine stacks (` + "`StackInuse`" + `) are shown apart because HeapAlloc does not include them. herald is measured right after ` + "`Watch()`" + ` and again after ` + "`C()`" + ` on every watcher.
 5. Time per publish for the publisher alone; then Shutdown, and every fast watcher drains its stream to the end. The values per second are the median fast watcher's, from the first publish until it has drained.
-6. One value in flight, at 1, 100 and 1000 watchers: Publish, then wait until every watcher has it; each watcher records the time from just before Publish to its receipt (up to 2 000 000 samples over all watchers), p50/p99 over all of them.
+6. One value in flight, at 1, 100 and 1000 watchers: Publish, then wait until every watcher has it; each watcher records the time from just before Publish to its receipt (up to 2 000 000 samples over all watchers), p50/p99 over all of them. The pump rows measure the design ` + "`C()`" + ` did not take, a goroutine per watcher filling the watcher's channel (the publisher wakes the pump, the pump wakes the reader: bench/peers_test.go, pumpModel), against a channel per subscriber written by the publisher, which is what ` + "`C()`" + ` is; the workload 1 rows "a channel each, written by the publisher" are that channel's throughput (BenchmarkPeerFanout/chan).
 7. bench/eventsbench: the same mixed stream (` + "`eventstream.MixedStream(10000, 1)`" + `: 1000 objects, half the events about a hot hundred, several sources, reasons with 1 to 15 message variants, 83% exact repeats: the share at which client-go's correlator makes the 207 allocations per event of client-go's reference figures for its stream, chosen with client-go alone and checked by ` + "`TestStreamMatchesAnchor`" + `; the rows \"the earlier stream\" use 40%, the share of the figures published before that calibration) through client-go's ` + "`EventCorrelator`" + ` and herald's ` + "`Correlator`" + `, default options, ` + "`UpdateState`" + ` after each written event; a fresh correlator every 10 000 events, so that the spam filter's state does not depend on the run's length (one correlator for the whole run would measure mostly skipped events, cheap for herald and not for client-go, in a proportion set by b.N); real clock on both sides (a pass takes well under the spam filter's refill and the aggregation window, so the decisions match); ` + "`runtime.GC()`" + ` before the timed run and, untimed, before each pass on both sides, so that one pass's garbage (the correlator dropped at its end) is not the next pass's work: with it the figures depend on the workload, not on where the GC pacer happened to be (set HERALD_BENCH_NOPASSGC=1 to compare). The decision shares are over one such pass; aggregation differs on purpose (once a group aggregates, herald aggregates every similar event until the group is quiet, where client-go forgets a random message).
 8. The same stream through ` + "`Recorder.Event`" + ` (even events) and ` + "`Eventf(\"%s\", message)`" + ` (odd ones), one recorder per source, → broadcaster → sink writer with its correlator → a no-op sink, in batches of 500 events followed by a sentinel event the recorder waits for (both recorders drop when their queue of 1000 is full; this keeps both lossless); a fresh pipeline every 10 000 events, set up untimed after a ` + "`runtime.GC()`" + `, on both sides. herald's broadcaster logs to a discarding slog handler. The floor row is the same harness without a correlator: each event is allocated (the sink's own copy, guarantee 6) with its timestamps, formatted by Eventf's Sprintf, published through herald's broadcast ring and handed to the sink; no names, no counters. herald's pipeline can go below it, because events the spam filter skips never reach the sink and their memory is reused.
 
