@@ -139,6 +139,73 @@ func BenchmarkLatency(b *testing.B) {
 			}
 		})
 	}
+	b.Run("floor-ring", func(b *testing.B) {
+		for _, n := range latencyWatcherCounts {
+			b.Run(fmt.Sprintf("watchers=%d", n), func(b *testing.B) { latencyRingFloor(b, n) })
+		}
+	})
+}
+
+// latencyRingFloor is the floor of All()'s design for one value in flight:
+// a shared ring written under one mutex, each reader copying from it with
+// no lock and parking on a wake channel of its own under that mutex, the
+// publisher waking the parked readers after releasing it. It has none of
+// herald's policies, claims or ends, and no protection against lapping
+// (one value is in flight), so no All() reader can wake faster.
+func latencyRingFloor(b *testing.B, n int) {
+	r := newLatencyRun(b, n)
+	f := &ringFloor{}
+	for k := range n {
+		each := r.receiver(k)
+		r.wg.Go(func() {
+			wake := make(chan struct{}, 1)
+			next := uint64(1)
+			for got := 0; got < b.N; {
+				for t := f.tail.Load(); next <= t && got < b.N; next++ {
+					if err := each(got, f.slots[next%ringSize]); err != nil {
+						r.fail(err)
+						return
+					}
+					got++
+				}
+				f.mu.Lock()
+				idle := f.tail.Load() < next
+				if idle {
+					f.parked = append(f.parked, wake)
+				}
+				f.mu.Unlock()
+				if idle && got < b.N {
+					<-wake
+				}
+			}
+		})
+	}
+	var woken []chan struct{} // the publisher's: one publisher
+	r.drive(func(i int) error {
+		f.mu.Lock()
+		s := f.tail.Load() + 1
+		f.slots[s%ringSize] = eventAt(i)
+		f.tail.Store(s)
+		woken = append(woken[:0], f.parked...)
+		clear(f.parked)
+		f.parked = f.parked[:0]
+		f.mu.Unlock()
+		for _, w := range woken {
+			select {
+			case w <- struct{}{}:
+			default:
+			}
+		}
+		return nil
+	})
+	r.finish()
+}
+
+type ringFloor struct {
+	mu     sync.Mutex
+	tail   atomic.Uint64
+	slots  [ringSize]watch.Event
+	parked []chan struct{} // guarded by mu
 }
 
 func latencyK8s(b *testing.B, n int) {

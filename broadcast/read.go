@@ -64,23 +64,27 @@ func (w *Watcher[T]) read(yield func(uint64, T) bool) {
 			}
 			continue
 		}
-		if h, t := w.next.Load(), w.b.tail.Load(); h <= t {
+		h, t := w.next.Load(), w.b.tail.Load()
+		if h <= t {
 			batch = w.copyLocked(batch, h, t)
 			w.mu.Unlock()
 			if !w.yieldBatch(batch, h, yield) {
 				return
 			}
-			continue
+			// Caught up with t and nothing committed since: park at once,
+			// without looking again under mu (see park). These two loads
+			// keep the fast stream's path as it was: it looks again.
+			if w.next.Load() <= t || w.b.tail.Load() != t {
+				continue
+			}
+		} else {
+			done := w.state.phase == ended
+			w.mu.Unlock()
+			if done {
+				return
+			}
 		}
-		done := w.state.phase == ended
-		w.mu.Unlock()
-		if done {
-			return
-		}
-		if n == nil {
-			n = &waiter[T]{w: w, wake: make(chan struct{}, 1)}
-		}
-		w.b.park(n)
+		w.b.park(&n, w, t)
 	}
 }
 
@@ -137,24 +141,31 @@ func (n *waiter[T]) signal() {
 	}
 }
 
-// park waits until a commit or a change of n's watcher, unless one came
-// since the loop looked. Whoever commits (moving the tail) or changes a
+// park waits until a commit or a change of w, unless one came since the
+// loop found nothing after tail t (*n is the loop's place in b.parked,
+// made at its first park). Whoever commits (moving the tail) or changes a
 // watcher (Stop, an end, C()) does it with b.mu held and, before releasing
 // it, takes the parked loops concerned off b.parked (they are then woken:
 // at once for a change, right after the unlock for a commit); park looks
 // and parks with b.mu held: so either it sees the change or it is woken.
-func (b *Broadcaster[T]) park(n *waiter[T]) {
-	w := n.w
+//
+// Looking needs no w.mu: w's state and channel are written with b.mu held,
+// and nothing is queued for w without a commit (a spill or a policy moves
+// values into pend only in the commit that moves the tail), so if the tail
+// is still t, w holds nothing the loop has not seen. One lock of w.mu less
+// per wake-up, inside b.mu: see docs/design.md.
+func (b *Broadcaster[T]) park(n **waiter[T], w *Watcher[T], t uint64) {
+	if *n == nil {
+		*n = &waiter[T]{w: w, wake: make(chan struct{}, 1)}
+	}
 	b.mu.Lock()
-	w.mu.Lock()
-	idle := w.state.phase == running && w.ch == nil && w.pend.len() == 0 && w.next.Load() > b.tail.Load()
-	w.mu.Unlock()
+	idle := b.tail.Load() == t && w.state.phase == running && w.ch == nil
 	if idle {
-		n.next = b.parked
-		b.parked = n
+		(*n).next = b.parked
+		b.parked = *n
 	}
 	b.mu.Unlock()
 	if idle {
-		<-n.wake
+		<-(*n).wake
 	}
 }
