@@ -5,9 +5,9 @@
 //
 // It runs an embedded nats-server on a random loopback port, sends a few
 // orders, each in its own span, and one outside any span, and prints every
-// span as it ends: each "receive" span has the trace ID of its
-// "send" span and that span's ID as its (remote) parent; the order
-// sent outside any span starts a trace of its own.
+// span as it ends: each "receive" span has the trace ID of its "send" span
+// and that span's ID as its (remote) parent; the order sent outside any
+// span starts a trace of its own.
 package main
 
 import (
