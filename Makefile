@@ -9,7 +9,7 @@ BENCHTIME ?= 1s
 BENCHCOUNT ?= 6
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: all test vet race tidy-check bench bench-compare bench-smoke fuzz soak cover lint demo api-check help release-check k8s natsbridge metrics live-test live demo-cluster demo-sse bench-slowsink bench-nats storm integration
+.PHONY: all test vet race tidy-check bench bench-compare bench-smoke fuzz soak cover lint demo api-check help release-check k8s natsbridge metrics tracing live-test live demo-cluster demo-sse bench-slowsink bench-nats storm integration
 
 all: test
 
@@ -107,6 +107,10 @@ demo-cluster:
 ## metrics: the metrics module (Prometheus and OpenTelemetry exporters)
 metrics:
 	$(MAKE) -C metrics test lint
+
+## tracing: the tracing example (W3C trace context through natsbridge with OpenTelemetry's propagator)
+tracing:
+	$(MAKE) -C examples/tracing test lint
 
 ## live-test: the live demo's tests, in headless Chromium (skipped without it unless HERALD_REQUIRE_BROWSER=1)
 live-test:
