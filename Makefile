@@ -81,8 +81,8 @@ release-check:
 help:
 	@grep -h '^## ' $(MAKEFILE_LIST) | sed 's/^## /  /'
 
-## integration: the modules of their own, against real servers (k8s, natsbridge, metrics, the live demo)
-integration: k8s natsbridge metrics live-test
+## integration: the modules of their own, against real servers (k8s, natsbridge, metrics, the tracing example, the live demo)
+integration: k8s natsbridge metrics tracing live-test
 
 ## k8s: the Kubernetes module against a real kube-apiserver (built once per machine into ~/.cache/herald)
 k8s:
