@@ -55,7 +55,7 @@ func InStream[T any](js jetstream.JetStream, stream, subject string, from uint64
 // subject is an error.
 //
 // Each message's headers must carry the bridge's origin and sequence
-// (HeaderOrigin, HeaderSeq: what OutStream and Out send); a message
+// (HeaderSeq: what OutStream and Out send); a message
 // without them, from a foreign publisher, is counted in Failed and logged
 // at Warn unless o.AcceptForeign. A heartbeat (HeaderBeat, which an Out on
 // a subject the stream takes stores there) is skipped, not counted. A
@@ -317,10 +317,11 @@ func (s *inStream[T]) remember(seq uint64) {
 // published (counted Failed).
 func (s *inStream[T]) deliver(m jetstream.Msg, durable bool) bool {
 	h := m.Headers()
-	if h.Get(HeaderBeat) != "" {
+	_, _, beat, ok := origin(h)
+	if beat {
 		return true
 	}
-	if _, _, ok := origin(h); !ok && !s.o.AcceptForeign {
+	if !ok && !s.o.AcceptForeign {
 		s.l.fail("a message without the bridge's headers was refused (a foreign publisher: see Options.AcceptForeign)", nil)
 		return true
 	}
