@@ -351,8 +351,6 @@ func (o *outStream[T]) pop() bool {
 	return empty
 }
 
-var errAborted = errors.New("aborted")
-
 // sleep pauses d, or until abort; false on abort.
 func (o *outStream[T]) sleep(d time.Duration) bool {
 	t := time.NewTimer(d)
