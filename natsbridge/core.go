@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,8 +20,8 @@ const (
 	subscribeTimeout = 10 * time.Second
 
 	// heartbeatInterval is how often an Out that has taken at least one
-	// value sends a heartbeat (header HeaderBeat, no data, the origin's
-	// last sequence number), so that an In learns of values lost on the
+	// value sends a heartbeat (header HeaderBeat with the origin and its
+	// last sequence number, no data), so that an In learns of values lost on the
 	// way even when no value follows them: it counts them within a second
 	// plus the heartbeat's way to it (documented as 2 s; see In).
 	heartbeatInterval = time.Second
@@ -45,7 +45,7 @@ const (
 )
 
 // errForeign is why In refuses a message without the bridge's headers.
-var errForeign = errors.New("natsbridge: no Herald-Origin/Herald-Seq headers: not sent by an Out (Options.AcceptForeign lets such messages in)")
+var errForeign = errors.New("natsbridge: no Herald-Seq header: not sent by an Out (Options.AcceptForeign lets such messages in)")
 
 // Out sends every value published on b, in order, to subject. It is a watcher
 // of b with the given options (policy, queue length). It is [OutWith] with
@@ -63,12 +63,12 @@ func Out[T any](b *broadcast.Broadcaster[T], nc *nats.Conn, subject string, c Co
 // its watcher gets the next sequence number of the link's origin (a random
 // ID per link): 1, 2, 3, ..., a value that cannot be encoded or published
 // included. Each message carries the origin and the number in the
-// [HeaderOrigin] and [HeaderSeq] headers, plus what o.Headers adds. Once
-// the link has taken a value it sends a heartbeat every
-// second (header [HeaderBeat], no data, the last number used), and one
-// more at Close, so that every [In] on the subject counts the values that
-// never reached it in its Lost, the last ones before a quiet period
-// included (within 2 s; see [InWith]).
+// [HeaderSeq] header, plus what o.Headers adds. Once the link has taken a
+// value it sends a heartbeat every second (header [HeaderBeat] with the
+// origin and the last number used, no data), and one more at Close, so
+// that every [In] on the subject counts the values that never reached it
+// in its Lost, the last ones before a quiet period included (within 2 s;
+// see [InWith]).
 //
 // What is counted: a value nats.go accepted is Pending until a PING the
 // link sends after it is answered by the server (a flusher goroutine
@@ -138,6 +138,7 @@ func outWith[T any](fn string, b *broadcast.Broadcaster[T], nc *nats.Conn, subje
 		hook:        o.Headers,
 		origin:      newOrigin(),
 		seqVal:      make([]string, 1),
+		seqBuf:      make([]byte, 0, 64),
 		kick:        make(chan struct{}, 1),
 		stop:        make(chan struct{}),
 		stopCtx:     stopCtx,
@@ -145,10 +146,7 @@ func outWith[T any](fn string, b *broadcast.Broadcaster[T], nc *nats.Conn, subje
 		loopExited:  make(chan struct{}),
 		flushExited: make(chan struct{}),
 	}
-	out.msg = nats.Msg{Subject: subject, Header: nats.Header{
-		HeaderOrigin: {out.origin},
-		HeaderSeq:    out.seqVal,
-	}}
+	out.msg = nats.Msg{Subject: subject, Header: nats.Header{HeaderSeq: out.seqVal}}
 	l.pending = out.pendingCount
 	l.shut = out.shut
 	go func() {
@@ -176,6 +174,7 @@ type coreOut[T any] struct {
 	seq    uint64   // the last sequence number given
 	msg    nats.Msg // reused for every value when hook is nil
 	seqVal []string // msg's HeaderSeq value
+	seqBuf []byte   // where it is made
 
 	// announced is the last sequence number whose message nats.go accepted
 	// or that failed: what a heartbeat says. Stored after the message was
@@ -226,7 +225,8 @@ func (o *coreOut[T]) send(v T) {
 		o.hook(v, m.Header)
 		setOrigin(m.Header, o.origin, n)
 	} else {
-		o.seqVal[0] = strconv.FormatUint(n, 10)
+		o.seqBuf = appendOrigin(o.seqBuf[:0], o.origin, n)
+		o.seqVal[0] = string(o.seqBuf)
 	}
 	m.Data = data
 	err = o.nc.PublishMsg(m) // copies headers and data into nats.go's buffer
@@ -360,9 +360,7 @@ func (o *coreOut[T]) sendBeat() {
 	if n == 0 {
 		return
 	}
-	h := make(nats.Header, 3)
-	setOrigin(h, o.origin, n)
-	h.Set(HeaderBeat, "1")
+	h := nats.Header{HeaderBeat: {originValue(o.origin, n)}}
 	if err := o.nc.PublishMsg(&nats.Msg{Subject: o.subject, Header: h}); errors.Is(err, nats.ErrConnectionClosed) {
 		o.kill()
 	}
@@ -690,14 +688,14 @@ func (in *coreIn[T]) clock(ctx context.Context, nc *nats.Conn, exited <-chan str
 // handle is In's work for one message; ctx is canceled by Close.
 func (in *coreIn[T]) handle(ctx context.Context, m *nats.Msg) {
 	h := m.Header
-	id, seq, ok := originFast(h)
+	id, seq, beat, ok := origin(h)
 	switch {
 	case !ok:
 		if !in.foreign {
 			in.l.fail("a message without the bridge's headers was refused", errForeign)
 			return
 		}
-	case len(h) > 2 && h[HeaderBeat] != nil: // a value has 2 headers, unless Options.Headers adds some
+	case beat:
 		if in.track {
 			in.see(id, seq, true)
 		}
@@ -724,30 +722,6 @@ func (in *coreIn[T]) handle(ctx context.Context, m *nats.Msg) {
 	in.l.received.Add(1)
 }
 
-// originFast is [origin] for In's hot path: the same result, with a
-// decimal parser that does not allocate or handle signs and bases.
-func originFast(h nats.Header) (id string, seq uint64, ok bool) {
-	ids, seqs := h[HeaderOrigin], h[HeaderSeq]
-	if len(ids) == 0 || ids[0] == "" || len(seqs) == 0 {
-		return "", 0, false
-	}
-	d := seqs[0]
-	if len(d) == 0 || len(d) > 19 { // 19 digits never overflow a uint64
-		return origin(h) // the general parser decides
-	}
-	for i := 0; i < len(d); i++ {
-		c := d[i]
-		if c < '0' || c > '9' {
-			return "", 0, false
-		}
-		seq = seq*10 + uint64(c-'0')
-	}
-	if seq == 0 {
-		return "", 0, false
-	}
-	return ids[0], seq, true
-}
-
 // see records message seq of origin id (a heartbeat if beat) and counts a
 // gap in Lost.
 func (in *coreIn[T]) see(id string, seq uint64, beat bool) {
@@ -759,6 +733,7 @@ func (in *coreIn[T]) see(id string, seq uint64, beat bool) {
 	if st == nil || id != in.curID {
 		st = in.origins[id]
 		if st == nil { // the baseline: nothing before it is counted
+			id = strings.Clone(id) // not the message's header block
 			st = &originState{last: seq, epoch: e}
 			in.origins[id] = st
 			in.cur, in.curID = st, id

@@ -58,10 +58,10 @@
 //
 // Every [Out] is an origin (a random ID) and numbers the values it takes
 // from its broadcaster 1, 2, 3, ..., a value it fails to encode or publish
-// included; each message carries the origin and the number in the
-// [HeaderOrigin] and [HeaderSeq] headers. Once it has taken a value, an
-// Out sends a heartbeat every second (header [HeaderBeat], no data, the
-// last number used), and one at Close. Every [In] keeps, per origin, the
+// included; each message carries the origin and the number in one
+// header, [HeaderSeq] ("<origin> <number>"). Once it has taken a value, an
+// Out sends a heartbeat every second (header [HeaderBeat] instead, with
+// the origin and the last number used, no data), and one at Close. Every [In] keeps, per origin, the
 // last number it saw: a gap adds the missing values to its Lost and is
 // logged at Warn. So at every In, every value of an Out from the first one
 // the In saw on is in Received, Failed (arrived, not decoded or not

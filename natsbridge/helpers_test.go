@@ -173,8 +173,7 @@ func consumerDelivered(t testing.TB, js jetstream.JetStream, stream string) uint
 func publishBridged(t testing.TB, nc *nats.Conn, subject, origin string, seq uint64, data []byte) {
 	t.Helper()
 	m := nats.NewMsg(subject)
-	m.Header.Set(natsbridge.HeaderOrigin, origin)
-	m.Header.Set(natsbridge.HeaderSeq, fmt.Sprint(seq))
+	m.Header.Set(natsbridge.HeaderSeq, fmt.Sprint(origin, " ", seq))
 	m.Data = data
 	if err := nc.PublishMsg(m); err != nil {
 		t.Fatal(err)

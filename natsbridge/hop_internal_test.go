@@ -19,7 +19,7 @@ import (
 // measures it, with the bridge's own work added: nats.go's parsing of the
 // message's headers (nats.DecodeHeadersMsg, what the client does for every
 // message that has headers), then In's handler: the origin and sequence
-// headers, loss detection, the JSON codec with its empty and null checks,
+// header, loss detection, the JSON codec with its empty and null checks,
 // the publish on a broadcaster whose Block watcher another goroutine reads.
 // BenchmarkHopInHandler leaves out nats.go's header parsing: the bridge's
 // code alone; BenchmarkHopInDeliver is In's handler before headers and
@@ -73,15 +73,15 @@ func benchHopIn(b *testing.B, mode hopMode) {
 	l := newLink("In", "hop")
 	in := &coreIn[hopInSample]{l: l, c: JSON[hopInSample](), b: bc, track: true, origins: map[string]*originState{}}
 	origin := newOrigin()
-	prefix := []byte("NATS/1.0\r\n" + HeaderOrigin + ": " + origin + "\r\n" + HeaderSeq + ": ")
+	prefix := []byte("NATS/1.0\r\n" + HeaderSeq + ": " + origin + " ")
 	hdr := make([]byte, 0, 128)
-	pre := nats.Header{HeaderOrigin: {origin}, HeaderSeq: {""}}
+	pre := nats.Header{HeaderSeq: {""}}
 	// BenchmarkHopInHandler: the strings nats.go would have made, made
 	// before; numbers after the 4096th repeat, which costs the handler
 	// what a new number does.
 	seqs := make([]string, 4096)
 	for i := range seqs {
-		seqs[i] = strconv.Itoa(i + 1)
+		seqs[i] = originValue(origin, uint64(i+1))
 	}
 	m := &nats.Msg{Subject: "hop"} // nats.go allocates one per message: not the bridge's cost
 	ctx := context.Background()

@@ -32,10 +32,10 @@ type Options[T any] struct {
 	// Headers, if set, is called for every value an outgoing link sends
 	// (once it is encoded), with the message's headers: what it adds
 	// travels with the value (a W3C traceparent, say). For Out the header
-	// is fresh for each value and the bridge's own (HeaderOrigin,
-	// HeaderSeq) are written after the call, replacing any set under those
-	// names. Called from the link's goroutine, one value at a time. Out and
-	// OutStream.
+	// is fresh for each value and the bridge's own (HeaderSeq) is written
+	// after the call, replacing any set under that name, and a HeaderBeat
+	// the call set is removed (it marks heartbeats). Called from the
+	// link's goroutine, one value at a time. Out and OutStream.
 	Headers func(v T, h nats.Header)
 	// FromHeaders, if set, is called for every value an incoming link
 	// decodes, with the message's headers (nil for a foreign message

@@ -20,6 +20,12 @@ const (
 	retryMax = 2 * time.Second
 	// lookupTimeout bounds the stream look-up of OutStream and InStream.
 	lookupTimeout = 10 * time.Second
+	// pullHeartbeat is the idle heartbeat InStream's pulls ask for (an
+	// ordered consumer's default in nats.go; a durable one's would be
+	// 15 s): two missed make nats.go report it, and the link then looks
+	// its durable consumer up, so that one deleted before the server
+	// could tell the client is seen within about 10 s.
+	pullHeartbeat = 5 * time.Second
 )
 
 // Variables only so that a test can make republishing frequent.

@@ -55,7 +55,7 @@ func InStream[T any](js jetstream.JetStream, stream, subject string, from uint64
 // subject is an error.
 //
 // Each message's headers must carry the bridge's origin and sequence
-// (HeaderOrigin, HeaderSeq: what OutStream and Out send); a message
+// (HeaderSeq: what OutStream and Out send); a message
 // without them, from a foreign publisher, is counted in Failed and logged
 // at Warn unless o.AcceptForeign. A heartbeat (HeaderBeat, which an Out on
 // a subject the stream takes stores there) is skipped, not counted. A
@@ -76,8 +76,10 @@ func InStream[T any](js jetstream.JetStream, stream, subject string, from uint64
 // delivered again.) Consumer
 // errors are logged at Warn, at most one line per 10 s (the others at
 // Debug). When the consumer fails for good (the connection closed, the
-// durable consumer deleted while the stream lives), the link stops: it
-// logs at Error, [Link.Err] says why and [Link.Done] is closed.
+// durable consumer deleted while the stream lives: seen within about 10
+// s, through the server's notice or the consumer's missing heartbeats),
+// the link stops: it logs at Error, [Link.Err] says why and [Link.Done]
+// is closed.
 //
 // InStreamWith returns an error at once if the stream does not exist or
 // does not overlap subject, and an error wrapping [ErrLoop] as In does. A
@@ -199,6 +201,7 @@ func (s *inStream[T]) start(from uint64, fresh bool) error {
 	gen := s.gen.Add(1)
 	cc, err := cons.Consume(s.handler(gen),
 		jetstream.PullMaxMessages(s.window),
+		jetstream.PullHeartbeat(pullHeartbeat),
 		jetstream.ConsumeErrHandler(func(_ jetstream.ConsumeContext, err error) { s.consumeErr(gen, err) }))
 	if err != nil {
 		return err
@@ -317,10 +320,11 @@ func (s *inStream[T]) remember(seq uint64) {
 // published (counted Failed).
 func (s *inStream[T]) deliver(m jetstream.Msg, durable bool) bool {
 	h := m.Headers()
-	if h.Get(HeaderBeat) != "" {
+	_, _, beat, ok := origin(h)
+	if beat {
 		return true
 	}
-	if _, _, ok := origin(h); !ok && !s.o.AcceptForeign {
+	if !ok && !s.o.AcceptForeign {
 		s.l.fail("a message without the bridge's headers was refused (a foreign publisher: see Options.AcceptForeign)", nil)
 		return true
 	}
@@ -420,6 +424,18 @@ func (s *inStream[T]) check(why error, stopped bool) bool {
 			s.mu.Unlock()
 			if !same {
 				return s.recreated(st) // deleted and created again meanwhile
+			}
+			if !stopped && s.o.Durable != "" {
+				// A durable consumer deleted while no pull was pending
+				// leaves nats.go without the server's notice: it reports
+				// missing heartbeats and goes on waiting. Ask.
+				ctx, cancel := context.WithTimeout(s.sctx, lookupTimeout)
+				_, cerr := st.Consumer(ctx, s.o.Durable)
+				cancel()
+				if errors.Is(cerr, jetstream.ErrConsumerNotFound) {
+					s.die(fmt.Errorf("natsbridge: InStream: durable consumer %q on stream %q: %w", s.o.Durable, s.stream, cerr))
+					return false
+				}
 			}
 			if !stopped {
 				return true // the consumer recovers on its own

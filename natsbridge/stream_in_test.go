@@ -113,7 +113,7 @@ func TestInStreamConsumerDeleted(t *testing.T) {
 	select {
 	case <-in.Done():
 	case <-time.After(guard):
-		t.Fatal("Done not closed after the consumer was deleted")
+		t.Fatalf("Done not closed after the consumer was deleted; logs %q", logs.lines())
 	}
 	if in.Err() == nil || !logged(logs, "level=ERROR", "stopped for good") {
 		t.Errorf("Err = %v; logs %q", in.Err(), logs.lines())
