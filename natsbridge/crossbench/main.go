@@ -79,10 +79,10 @@
 // standard error split it between the processes and add the voluntary
 // context switches per value (threads that went to sleep in the kernel).
 //
-//	go run ./cmd/crossbench                 # every default mode: the figures in README.md
-//	go run ./cmd/crossbench -modes bare,natsbridge,hop-in   # one of the comparisons
-//	go run ./cmd/crossbench -smoke          # one tiny round: the harness works (CI)
-//	go run ./cmd/crossbench -profile DIR    # CPU profiles of the parent and of each child
+//	go run .                                # every default mode: the figures in README.md
+//	go run . -modes bare,natsbridge,hop-in  # one of the comparisons
+//	go run . -smoke                         # one tiny round: the harness works (CI)
+//	go run . -profile DIR                   # CPU profiles of the parent and of each child
 package main
 
 import (
