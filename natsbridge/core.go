@@ -377,7 +377,7 @@ func (o *coreOut[T]) settleDead() {
 	p := o.giveUp()
 	if n := left + p; n > 0 {
 		o.l.failed.Add(left)
-		o.l.warn.warn(fmt.Sprintf("%d values not sent: the connection closed for good (%d not confirmed by the server, %d not yet handed to it)", n, p, left), nats.ErrConnectionClosed)
+		o.l.warn.warn(n, fmt.Sprintf("%d values not sent: the connection closed for good (%d not confirmed by the server, %d not yet handed to it)", n, p, left), nats.ErrConnectionClosed)
 	}
 }
 
@@ -408,7 +408,7 @@ func (o *coreOut[T]) shut(ctx context.Context) error {
 		<-o.loopExited // the loop ends after the publish in progress, which does not wait
 		if n := o.f.left(); n > 0 {
 			o.l.failed.Add(n)
-			o.l.warn.warn(fmt.Sprintf("%d values not sent: Close's context ended", n), ctx.Err())
+			o.l.warn.warn(n, fmt.Sprintf("%d values not sent: Close's context ended", n), ctx.Err())
 		}
 		err = ctx.Err()
 	}
@@ -430,7 +430,7 @@ func (o *coreOut[T]) shut(ctx context.Context) error {
 			continue
 		case o.nc.IsClosed():
 			n := o.giveUp()
-			o.l.warn.warn(fmt.Sprintf("%d values not confirmed by the server: the connection closed for good", n), nats.ErrConnectionClosed)
+			o.l.warn.warn(n, fmt.Sprintf("%d values not confirmed by the server: the connection closed for good", n), nats.ErrConnectionClosed)
 			return fmt.Errorf("natsbridge: Out: Close: %d values not confirmed: %w", n, nats.ErrConnectionClosed)
 		case ctx.Err() != nil:
 			err = ctx.Err()
@@ -445,7 +445,7 @@ func (o *coreOut[T]) shut(ctx context.Context) error {
 		}
 	}
 	if n := o.giveUp(); n > 0 {
-		o.l.warn.warn(fmt.Sprintf("%d values not confirmed by the server: Close's context ended (nats.go may still send them after reconnecting)", n), err)
+		o.l.warn.warn(n, fmt.Sprintf("%d values not confirmed by the server: Close's context ended (nats.go may still send them after reconnecting)", n), err)
 	}
 	return err
 }
@@ -547,7 +547,7 @@ func inWith[T any](fn string, nc *nats.Conn, subject string, c Codec[T], b *broa
 			return
 		}
 		if old := dropped.Load(); uint64(d) > old && dropped.CompareAndSwap(old, uint64(d)) {
-			l.warn.warn(fmt.Sprintf("%d messages dropped by the NATS client as a slow consumer (the broadcaster's publish waited)", uint64(d)-old), nats.ErrSlowConsumer)
+			l.warn.warn(uint64(d)-old, fmt.Sprintf("%d messages dropped by the NATS client as a slow consumer (the broadcaster's publish waited)", uint64(d)-old), nats.ErrSlowConsumer)
 		}
 	}
 	handler := func(m *nats.Msg) {
@@ -749,7 +749,7 @@ func (in *coreIn[T]) see(id string, seq uint64, beat bool) {
 	if seq > next {
 		gap := seq - next
 		in.l.lost.Add(gap)
-		in.l.warn.warn(fmt.Sprintf("%d values of origin %s never arrived (sequence numbers %d to %d)", gap, id, st.last+1, st.last+gap), nil)
+		in.l.warn.warn(gap, fmt.Sprintf("%d values of origin %s never arrived (sequence numbers %d to %d)", gap, id, st.last+1, st.last+gap), nil)
 	}
 	if seq > st.last {
 		st.last = seq

@@ -180,7 +180,7 @@ func TestUndecodableMessage(t *testing.T) {
 		t.Errorf("stats %+v, want Received 2, Failed 2, Lost 0", s)
 	}
 	// One line at once, the second failure within 10 s in the summary at Close.
-	if lines := logs.lines(); len(lines) != 2 || !strings.Contains(lines[0], "could not be decoded") || !strings.Contains(lines[1], "count=1") {
+	if lines := logs.lines(); len(lines) != 2 || !strings.Contains(lines[0], "could not be decoded") || !strings.Contains(lines[1], "values=1") {
 		t.Errorf("log lines:\n%s", strings.Join(lines, "\n"))
 	}
 }

@@ -105,7 +105,9 @@
 // each is reported at Warn through the link's logger (Options.Logger,
 // slog.Default by default):
 // per link, the first at once, then at most one line per 10 s that sums up
-// the ones in between, and a last summary at Close. Never a panic; the link
+// the ones in between, and a last summary at Close; each line's "values"
+// attribute is the number of values it is about (a gap of 40 is 40), and a
+// summary's "reports" how many reports it sums. Never a panic; the link
 // goes on with the next value. Messages the NATS client discards because a
 // slow broadcaster made In fall behind its pending limits are counted in
 // Dropped (and, as gaps, in Lost) and reported the same way. The JSON

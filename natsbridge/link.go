@@ -208,7 +208,7 @@ func (l *Link) Close(ctx context.Context) error {
 // fail counts one lost value and reports it.
 func (l *Link) fail(msg string, err error) {
 	l.failed.Add(1)
-	l.warn.warn(msg, err)
+	l.warn.warn(1, msg, err)
 }
 
 // watchExact registers a watcher of b and returns it with the number of

@@ -449,7 +449,7 @@ func (o *outStream[T]) ack() {
 				continue
 			}
 			heldFull = true
-			o.l.warn.warn("the stream is full: holding the value (counted Pending) and publishing it again until the stream takes it", err)
+			o.l.warn.warn(1, "the stream is full: holding the value (counted Pending) and publishing it again until the stream takes it", err)
 		case tooLarge:
 			o.l.fail("a value was refused: too large for the stream", err)
 			if o.pop() {
@@ -470,7 +470,7 @@ func (o *outStream[T]) ack() {
 			return
 		case retry:
 			if !serial {
-				o.l.warn.warn("publishing to the stream failed; publishing the unacknowledged values again, one at a time", err)
+				o.l.warn.warn(0, "publishing to the stream failed; publishing the unacknowledged values again, one at a time", err)
 			}
 		}
 		// Publish the head again, then each value after it once the one
@@ -592,7 +592,7 @@ func (o *outStream[T]) dieOnce1(err error) {
 	o.mu.Unlock()
 	if n > 0 {
 		o.l.failed.Add(n)
-		o.l.warn.warn(fmt.Sprintf("%d values not stored: the link stopped for good", n), err)
+		o.l.warn.warn(n, fmt.Sprintf("%d values not stored: the link stopped for good", n), err)
 	}
 }
 
@@ -631,7 +631,7 @@ func (o *outStream[T]) shut(ctx context.Context) error {
 	o.mu.Unlock()
 	if n > 0 {
 		o.l.failed.Add(n)
-		o.l.warn.warn(fmt.Sprintf("%d values not acknowledged: Close's context ended", n), ctx.Err())
+		o.l.warn.warn(n, fmt.Sprintf("%d values not acknowledged: Close's context ended", n), ctx.Err())
 	}
 	return ctx.Err()
 }

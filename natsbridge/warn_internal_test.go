@@ -36,7 +36,8 @@ func (b *lineBuf) take() []string {
 
 // Guarantee 16's reporting: per link at most one Warn line per 10 s, the
 // first loss at once, the ones in between summed up when the 10 s end, and
-// a summary at close.
+// a summary at close. A line counts values, not reports: a report of a
+// gap of 40 values says values=40, a summary the sum of its reports'.
 func TestWarnerRateLimit(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		out := &lineBuf{}
@@ -65,34 +66,34 @@ func TestWarnerRateLimit(t *testing.T) {
 			}
 		}
 
-		w.warn("first loss", boom)
-		expect("first", 1, "level=WARN", `msg="natsbridge: first loss"`, "link=In", "subject=subj", "error=boom", "count=1")
+		w.warn(40, "first loss", boom)
+		expect("first", 1, "level=WARN", `msg="natsbridge: first loss"`, "link=In", "subject=subj", "error=boom", "values=40")
 		for i := range 5 {
 			time.Sleep(time.Second)
-			w.warn("loss "+string(rune('a'+i)), boom)
+			w.warn(uint64(i+1), "loss "+string(rune('a'+i)), boom)
 		}
 		expect("within 10 s", 0)
 		time.Sleep(5 * time.Second) // 10 s after the first line
 		synctest.Wait()
-		expect("summary at 10 s", 1, "loss e (latest of several)", "count=5")
+		expect("summary at 10 s", 1, "loss e (the latest of several reports)", "reports=5", "values=15")
 		// A loss right after the summary waits for the next window.
 		time.Sleep(time.Second)
-		w.warn("late loss", boom)
+		w.warn(1, "late loss", boom)
 		synctest.Wait()
 		expect("inside the new window", 0)
 		time.Sleep(9 * time.Second)
 		synctest.Wait()
-		expect("second summary", 1, "late loss", "count=1")
+		expect("second summary", 1, "late loss", "values=1")
 		// After a quiet spell the next loss is logged at once.
 		time.Sleep(time.Minute)
-		w.warn("after quiet", nil)
-		expect("after quiet", 1, "after quiet", "count=1")
-		w.warn("before close", boom)
-		w.warn("before close 2", boom)
+		w.warn(1, "after quiet", nil)
+		expect("after quiet", 1, "after quiet", "values=1")
+		w.warn(7, "before close", boom)
+		w.warn(0, "before close 2", boom)
 		expect("suppressed", 0)
 		w.close()
-		expect("close summary", 1, "before close 2", "count=2")
-		w.warn("after close", boom)
+		expect("close summary", 1, "before close 2", "reports=2", "values=7")
+		w.warn(1, "after close", boom)
 		time.Sleep(time.Minute)
 		synctest.Wait()
 		expect("after close", 0)
