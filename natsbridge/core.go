@@ -138,7 +138,6 @@ func outWith[T any](fn string, b *broadcast.Broadcaster[T], nc *nats.Conn, subje
 		hook:        o.Headers,
 		origin:      newOrigin(),
 		seqVal:      make([]string, 1),
-		seqBuf:      make([]byte, 0, 64),
 		kick:        make(chan struct{}, 1),
 		stop:        make(chan struct{}),
 		stopCtx:     stopCtx,
@@ -174,7 +173,6 @@ type coreOut[T any] struct {
 	seq    uint64   // the last sequence number given
 	msg    nats.Msg // reused for every value when hook is nil
 	seqVal []string // msg's HeaderSeq value
-	seqBuf []byte   // where it is made
 
 	// announced is the last sequence number whose message nats.go accepted
 	// or that failed: what a heartbeat says. Stored after the message was
@@ -225,8 +223,7 @@ func (o *coreOut[T]) send(v T) {
 		o.hook(v, m.Header)
 		setOrigin(m.Header, o.origin, n)
 	} else {
-		o.seqBuf = appendOrigin(o.seqBuf[:0], o.origin, n)
-		o.seqVal[0] = string(o.seqBuf)
+		o.seqVal[0] = originValue(o.origin, n)
 	}
 	m.Data = data
 	err = o.nc.PublishMsg(m) // copies headers and data into nats.go's buffer
