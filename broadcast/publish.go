@@ -54,18 +54,28 @@ func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, erro
 	if b.nBlockFor > 0 {
 		start = time.Now() // BlockFor waits count from the call
 	}
-	if err := b.takeTurnLocked(ctx, try); err != nil {
-		b.mu.Unlock()
-		if err == errWouldWait {
-			return false, nil
+	// The two guards below skip a call that has nothing to do: nobody
+	// holds the turn, and no reader can be full before b.attn (see attend)
+	// and no watcher reads through C(). With no watchers a Publish goes
+	// from 30 to 25 ns (bench/, BenchmarkPublishIdle, interleaved runs);
+	// the conditions are the first ones each call checks.
+	if b.busy || b.closed {
+		if err := b.takeTurnLocked(ctx, try); err != nil {
+			b.mu.Unlock()
+			if err == errWouldWait {
+				return false, nil
+			}
+			return false, err
 		}
-		return false, err
 	}
 	s := b.tail.Load() + 1 // ours: the tail moves only under mu, and others wait for the turn
-	err := b.waitRoomLocked(ctx, s, v, try, start)
-	if err == errWouldWait {
-		b.mu.Unlock()
-		return false, nil
+	var err error
+	if s >= b.attn || len(b.chans) > 0 {
+		err = b.waitRoomLocked(ctx, s, v, try, start)
+		if err == errWouldWait {
+			b.mu.Unlock()
+			return false, nil
+		}
 	}
 	b.commitLocked(s, v)
 	woken := b.parked
