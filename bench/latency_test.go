@@ -144,6 +144,11 @@ func BenchmarkLatency(b *testing.B) {
 			b.Run(fmt.Sprintf("watchers=%d", n), func(b *testing.B) { latencyRingFloor(b, n) })
 		}
 	})
+	b.Run("floor-ring-lockfree", func(b *testing.B) {
+		for _, n := range latencyWatcherCounts {
+			b.Run(fmt.Sprintf("watchers=%d", n), func(b *testing.B) { latencyLockFreeFloor(b, n) })
+		}
+	})
 }
 
 // latencyRingFloor is the floor of All()'s design for one value in flight:
@@ -199,6 +204,78 @@ func latencyRingFloor(b *testing.B, n int) {
 		return nil
 	})
 	r.finish()
+}
+
+// latencyLockFreeFloor is floor-ring with no lock at all: a reader parks
+// by pushing its node onto a stack with a CAS (once; it stays there until a
+// publisher takes the stack), then loads the tail again and waits; the
+// publisher stores the tail, takes the whole stack with a swap and wakes
+// every node on it. It is the "per-reader parking without a shared lock"
+// that All() could use instead of parking under the broadcaster's mutex,
+// measured before building it (issue 27): it would cost All() two atomic
+// fields and a node protocol.
+func latencyLockFreeFloor(b *testing.B, n int) {
+	r := newLatencyRun(b, n)
+	var tail atomic.Uint64
+	var stack atomic.Pointer[floorNode]
+	var slots [ringSize]watch.Event
+	for k := range n {
+		each := r.receiver(k)
+		r.wg.Go(func() {
+			nd := &floorNode{wake: make(chan struct{}, 1)}
+			next := uint64(1)
+			for got := 0; got < b.N; {
+				for t := tail.Load(); next <= t && got < b.N; next++ {
+					if err := each(got, slots[next%ringSize]); err != nil {
+						r.fail(err)
+						return
+					}
+					got++
+				}
+				if got == b.N {
+					return
+				}
+				if !nd.listed.Load() {
+					nd.listed.Store(true)
+					for {
+						nd.next = stack.Load()
+						if stack.CompareAndSwap(nd.next, nd) {
+							break
+						}
+					}
+				}
+				// The push came before this load, and the publisher swaps
+				// the stack after storing the tail: either this sees the
+				// value or the publisher sees the node.
+				if tail.Load() < next {
+					<-nd.wake
+				}
+			}
+		})
+	}
+	r.drive(func(i int) error {
+		s := tail.Load() + 1 // one publisher
+		slots[s%ringSize] = eventAt(i)
+		tail.Store(s)
+		for nd := stack.Swap(nil); nd != nil; {
+			next := nd.next // read before the node may be pushed again
+			nd.listed.Store(false)
+			select {
+			case nd.wake <- struct{}{}:
+			default:
+			}
+			nd = next
+		}
+		return nil
+	})
+	r.finish()
+}
+
+// floorNode is a parked reader of latencyLockFreeFloor.
+type floorNode struct {
+	wake   chan struct{} // cap 1
+	next   *floorNode    // written by its reader before the push
+	listed atomic.Bool   // on the stack: pushed, not yet taken
 }
 
 type ringFloor struct {
