@@ -34,6 +34,11 @@ func BenchmarkFanout(b *testing.B) {
 			}
 		})
 	}
+	b.Run("floor-ring", func(b *testing.B) {
+		for _, n := range watcherCounts {
+			b.Run(fmt.Sprintf("watchers=%d", n), func(b *testing.B) { fanoutRingFloor(b, n) })
+		}
+	})
 	for _, name := range floorReaders {
 		b.Run(name, func(b *testing.B) {
 			for _, n := range watcherCounts {
