@@ -24,7 +24,7 @@ import (
 // loop as the other systems'.
 func fanoutRingFloor(b *testing.B, n int) {
 	want := b.N + 1
-	f := &fanRing{pos: make([]atomic.Uint64, n), room: make(chan struct{}, 1)}
+	f := &fanRing{pos: make([]readerPos, n), room: make(chan struct{}, 1)}
 	for i := range f.pos {
 		f.pos[i].Store(1) // the next sequence number each reader reads
 	}
@@ -57,7 +57,7 @@ func fanoutRingFloor(b *testing.B, n int) {
 
 type fanRing struct {
 	tail       atomic.Uint64 // the last sequence number written
-	pos        []atomic.Uint64
+	pos        []readerPos
 	roomWanted atomic.Bool   // the publisher waits for a reader to move on
 	room       chan struct{} // cap 1
 	bound      uint64        // the publisher's: no slot before this needs a look at pos
@@ -66,6 +66,13 @@ type fanRing struct {
 	slots  [ringSize]watch.Event
 	parked []chan struct{} // guarded by mu
 	woken  []chan struct{} // the publisher's
+}
+
+// readerPos is how far one reader has read, alone on its cache line, as
+// each watcher's position is in a Watcher of its own.
+type readerPos struct {
+	atomic.Uint64
+	_ [56]byte
 }
 
 // publish writes v as the next value, once no reader would lose a slot.
