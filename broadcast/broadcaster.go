@@ -18,8 +18,7 @@ var ErrClosed = errors.New("broadcast: broadcaster is shut down")
 // or beyond the next one.
 var ErrOutOfRange = errors.New("broadcast: sequence number out of range")
 
-// ErrEvicted is what [Watcher.Err] returns once the [Evict] policy ended the
-// watcher.
+// ErrEvicted is what [Watcher.Err] returns once [Evict] ended the watcher.
 var ErrEvicted = errors.New("broadcast: watcher evicted: its queue was full")
 
 var errNilContext = errors.New("broadcast: nil Context")
@@ -201,10 +200,9 @@ func (b *Broadcaster[T]) watch(prefix []T, from *uint64, opts []Option) (*Watche
 	return w, nil
 }
 
-// ensureRing makes the ring big enough for queue length q. Called with mu
-// held. The new ring holds every value the old one held, and readers load
-// the tail before the ring, so a reader finds each value up to the tail it
-// loaded in whichever ring it loads.
+// ensureRing makes the ring big enough for queue length q, with mu held. The
+// new ring holds every value the old one held, and readers load the tail
+// before the ring: each finds every value up to its tail in either ring.
 func (b *Broadcaster[T]) ensureRing(q int) {
 	want := ringSize(q, b.cfg.history)
 	old := b.ring.Load()
@@ -221,8 +219,7 @@ func (b *Broadcaster[T]) ensureRing(q int) {
 	b.ring.Store(nr)
 }
 
-// removeLocked unregisters w from the readers or the chans. Called with mu
-// held.
+// removeLocked unregisters w from the readers or the chans, with mu held.
 func (b *Broadcaster[T]) removeLocked(w *Watcher[T]) {
 	list := &b.readers
 	if w.inChans {
@@ -255,9 +252,8 @@ func (b *Broadcaster[T]) evictedLocked(w *Watcher[T]) {
 
 // Dropped returns the number of values dropped in all, across watchers:
 // Stats().Dropped, read without taking any lock, so that a caller may check
-// it on every publish (to notice drops as they happen, say). A watcher's
-// [Watcher.Dropped] counts each of its drops before this total does: once
-// the total shows a drop, so does the watcher's count.
+// it on every publish. A watcher's [Watcher.Dropped] counts each of its
+// drops before this total does: once the total shows one, so does it.
 func (b *Broadcaster[T]) Dropped() uint64 {
 	return b.dropped.Load()
 }

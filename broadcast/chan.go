@@ -20,8 +20,8 @@ const ChannelBuffer = 64
 // prefix or replay at the first call; the room of the prefix values read
 // goes to live values. So a watcher read through C needs no goroutine, and
 // after Shutdown or eviction every value it holds stays in the channel,
-// which is then closed, whether or not anything read meanwhile. The channel
-// is allocated by the first call: its queue length of slots of T.
+// which is then closed, whether or not anything read meanwhile. The first
+// call allocates it.
 //
 // One difference from All: a full [DropOldest] watcher whose prefix or
 // replay is not all received yet drops the new value (counted), as [Drop]
@@ -97,21 +97,17 @@ func (w *Watcher[T]) takeAllLocked() ([]T, int) {
 	return held, exempt
 }
 
-// chanFullLocked reports whether w's channel is full. Called with b.mu
-// held.
-func (w *Watcher[T]) chanFullLocked() bool { return len(w.ch) == cap(w.ch) }
-
-// sendLocked queues v, numbered s, for w, read through C, under its
-// policy. It reports false if w was evicted. The send never blocks: mu's
-// holder is the channel's only sender. Called with b.mu held.
-func (w *Watcher[T]) sendLocked(s uint64, v T) bool {
-	if w.sentSeq == s {
-		return true // the wait for room sent it
-	}
+// sendLocked queues v for w, read through C, under its policy. A full
+// Block or BlockFor watcher is owed v instead: the publisher sends it after
+// the commit (payLocked). It reports false if w was evicted. The send never
+// blocks: mu's holder is the channel's only sender. Called with b.mu held.
+func (w *Watcher[T]) sendLocked(v T) bool {
 	if w.trySendLocked(v) {
 		return true
 	}
 	switch w.policy.kind {
+	case kindBlock, kindBlockFor:
+		w.owed = true
 	case kindDropOldest:
 		w.replaceOldestLocked(v)
 	case kindEvict:
@@ -138,11 +134,9 @@ func (w *Watcher[T]) trySendLocked(v T) bool {
 }
 
 // replaceOldestLocked discards the oldest value of w's channel that counts
-// and queues v. That value must be first in the channel: a reader receives
-// from the front at any time, so no other value can be taken out without
-// reordering what it receives. While part of a prefix or replay is still
-// in the channel, in front, v is dropped instead (counted), as under Drop.
-// Called with b.mu held.
+// and queues v, with b.mu held. That value must be first in the channel (a
+// reader receives from the front at any time); while part of a prefix or
+// replay is still in front, v is dropped instead (counted), as under Drop.
 func (w *Watcher[T]) replaceOldestLocked(v T) {
 	if w.exemptTo > w.sent-uint64(len(w.ch)) {
 		w.drop() // an exempt value may still be first

@@ -90,18 +90,16 @@ func (p Policy) String() string {
 	return "Policy(invalid)"
 }
 
-// waits reports whether a publisher waits for a full watcher under p.
 // Waits reports whether the policy makes a publisher wait for a full
 // watcher: [Block] and [BlockFor].
 func (p Policy) Waits() bool { return p.waits() }
 
 func (p Policy) waits() bool { return p.kind == kindBlock || p.kind == kindBlockFor }
 
-// An Option configures a [Broadcaster] (in [New], where it sets the default
-// for every watcher) or a single watcher (in [Broadcaster.Watch] and
-// [Broadcaster.WatchWithPrefix], where it overrides that default). Options
-// are created only by the With functions of this package; nil Options are
-// ignored.
+// An Option configures a [Broadcaster] (in [New]: the default for every
+// watcher) or a single watcher (in [Broadcaster.Watch] and the other Watch
+// methods: it overrides that default). Options are created only by the
+// With functions of this package; nil Options are ignored.
 type Option interface {
 	apply(*config)
 }
@@ -114,9 +112,7 @@ type config struct {
 	inNew    bool            // being applied by New
 }
 
-func defaultConfig() config {
-	return config{queueLen: DefaultQueueLength, policy: Drop}
-}
+func defaultConfig() config { return config{queueLen: DefaultQueueLength, policy: Drop} }
 
 func (c *config) apply(opts []Option) {
 	for _, o := range opts {

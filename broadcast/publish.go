@@ -44,9 +44,8 @@ func (b *Broadcaster[T]) TryPublish(v T) (bool, error) {
 	return b.publish(context.Background(), v, true)
 }
 
-// publish is the publish path; docs/design.md lists what it relies on.
-// Everything happens under mu, released only while the publisher holding
-// the turn waits for a full Block watcher.
+// publish is the publish path (docs/design.md lists what it relies on):
+// all under mu, released only while the turn's holder waits for room.
 func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, error) {
 	b.ready()
 	var start time.Time
@@ -54,11 +53,8 @@ func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, erro
 	if b.nBlockFor > 0 {
 		start = time.Now() // BlockFor waits count from the call
 	}
-	// The two guards below skip a call that has nothing to do: nobody
-	// holds the turn, and no reader can be full before b.attn (see attend)
-	// and no watcher reads through C(). With no watchers a Publish goes
-	// from 30 to 25 ns (bench/, BenchmarkPublishIdle, interleaved runs);
-	// the conditions are the first ones each call checks.
+	// Each call below is skipped when its first check would find nothing
+	// to do (30 → 25 ns with no watchers: docs/design.md, "Publish").
 	if b.busy || b.closed {
 		if err := b.takeTurnLocked(ctx, try); err != nil {
 			b.mu.Unlock()
@@ -70,25 +66,44 @@ func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, erro
 	}
 	s := b.tail.Load() + 1 // ours: the tail moves only under mu, and others wait for the turn
 	var err error
-	if s >= b.attn || len(b.chans) > 0 {
+	if s >= b.attn || (try && len(b.chans) > 0) {
 		err = b.waitRoomLocked(ctx, s, v, try, start)
 		if err == errWouldWait {
 			b.mu.Unlock()
 			return false, nil
 		}
 	}
-	b.commitLocked(s, v)
+	owes := b.commitLocked(s, v)
 	woken := b.parked
 	b.parked = nil
+	if owes {
+		wakeAll(woken) // the ring's readers need not wait for a C() watcher
+		woken = nil
+		b.busy = true
+		err = b.payLocked(ctx, s, v, start, err)
+	}
+	b.endTurnLocked()
 	b.mu.Unlock()
 	wakeAll(woken)
 	return true, err
 }
 
+// endTurnLocked releases the turn if this publisher held it, with mu held.
+func (b *Broadcaster[T]) endTurnLocked() {
+	if b.busy {
+		b.busy = false
+		if b.turn != nil {
+			close(b.turn)
+			b.turn = nil
+		}
+	}
+}
+
 // commitLocked makes v the value with sequence number s for every watcher,
 // under each one's policy; the caller wakes the read loops waiting for it.
-// Called with mu held, after waitRoomLocked.
-func (b *Broadcaster[T]) commitLocked(s uint64, v T) {
+// It reports whether a full channel watcher is owed v (payLocked). Called
+// with mu held, after waitRoomLocked.
+func (b *Broadcaster[T]) commitLocked(s uint64, v T) (owes bool) {
 	r := b.ring.Load()
 	if s >= b.attn {
 		b.attend(s, r)
@@ -100,32 +115,25 @@ func (b *Broadcaster[T]) commitLocked(s uint64, v T) {
 	// copies slots up to it.
 	b.tail.Store(s)
 	for i := 0; i < len(b.chans); {
-		if w := b.chans[i]; !w.sendLocked(s, v) {
+		w := b.chans[i]
+		if !w.sendLocked(v) {
 			b.evictedLocked(w) // moves the last watcher to i
 			continue
 		}
+		owes = owes || w.owed
 		i++
 	}
-	if b.busy {
-		b.busy = false
-		if b.turn != nil {
-			close(b.turn)
-			b.turn = nil
-		}
-	}
+	return owes
 }
 
-// attend visits every reader whose attention bound is s or less (see
-// attnSeqLocked): a full one gets its policy applied, one the ring is about
-// to lap gets its segment moved to its own queue. It recomputes b.attn.
-// Called with mu held.
-//
-// This is why a slot is never overwritten while a reader copies it:
+// attend visits, with mu held, every reader whose attention bound is s or
+// less (attnSeqLocked): a full one gets its policy applied, one the ring is
+// about to lap gets its segment moved to its own queue; b.attn is
+// recomputed. So a slot is never overwritten while a reader copies it:
 // readers copy under their watcher's mutex and only from [next, tail]; the
 // commit of s overwrites the slot of s-R (R the ring size) only once every
-// reader's next is past s-R, or after visiting that reader, under its
-// mutex, and moving its segment out of the ring. b.attn is a lower bound of
-// the first s that needs a visit: readers only raise a watcher's bound, so
+// reader's next is past s-R, or after moving that reader's segment out of
+// the ring under its mutex. Readers only raise a watcher's bound, so
 // between visits no reader needs one.
 func (b *Broadcaster[T]) attend(s uint64, r *ring[T]) {
 	R := r.size()
@@ -146,12 +154,9 @@ func (b *Broadcaster[T]) attend(s uint64, r *ring[T]) {
 }
 
 // wakeAll wakes the parked read loops of list (b.parked, taken whole under
-// mu). It runs after mu is released: a woken loop parks again under mu, and
-// on two cores a thousand of them queueing behind the publisher's mutex
-// delayed the next Publish by the whole queue (BenchmarkLatency in bench/,
-// herald-All at 1000 watchers: see docs/design.md). A loop is on one list
-// at a time and is signalled once per listing, by whoever took it off; next
-// is read before the signal, and written again only by the woken loop.
+// mu), after mu is released so that they do not park again behind it
+// (docs/design.md). A loop is on one list at a time, signalled once by
+// whoever took it off; next is read before the signal.
 func wakeAll[T any](list *waiter[T]) {
 	for n := list; n != nil; {
 		next := n.next

@@ -33,14 +33,13 @@ func (w *Watcher[T]) Seq() iter.Seq2[uint64, T] {
 }
 
 // read yields w's values with their sequence numbers until yield returns
-// false or w ends; once C() was called it reads w's channel.
-//
-// Each value is taken by exactly one reader: pend values are popped under
-// mu; ring values are copied under mu, in a batch, and each is claimed just
-// before it is yielded by moving next past it with a CAS. Until then it
-// stays queued, counted by publishers and visible to other readers; a
-// failed CAS means someone else moved next (another reader, a publisher
-// spilling or dropping, Stop, C()), and the rest of the batch is stale.
+// false or w ends; once C() was called it reads w's channel. Each value is
+// taken by one reader: pend values are popped under mu; ring values are
+// copied under mu, in a batch, and each is claimed just before it is
+// yielded by moving next past it with a CAS. Until then it stays queued,
+// counted by publishers; a failed CAS means someone else moved next
+// (another reader, a publisher spilling or dropping, Stop, C()), and the
+// rest of the batch is stale.
 func (w *Watcher[T]) read(yield func(uint64, T) bool) {
 	var batch []T
 	defer func() { clear(batch) }()
@@ -88,10 +87,8 @@ func (w *Watcher[T]) read(yield func(uint64, T) bool) {
 	}
 }
 
-// copyLocked copies up to batchSize values of w's segment [h, t] out of the
-// ring into batch. The tail was loaded before the ring (ensureRing), and
-// attend does not overwrite w's segment while mu is held. Called with mu
-// held.
+// copyLocked copies up to batchSize values of w's segment [h, t] into
+// batch, with mu held: attend does not overwrite the segment meanwhile.
 func (w *Watcher[T]) copyLocked(batch []T, h, t uint64) []T {
 	if batch == nil {
 		batch = make([]T, 0, batchSize)
@@ -142,18 +139,15 @@ func (n *waiter[T]) signal() {
 }
 
 // park waits until a commit or a change of w, unless one came since the
-// loop found nothing after tail t (*n is the loop's place in b.parked,
-// made at its first park). Whoever commits (moving the tail) or changes a
-// watcher (Stop, an end, C()) does it with b.mu held and, before releasing
-// it, takes the parked loops concerned off b.parked (they are then woken:
-// at once for a change, right after the unlock for a commit); park looks
-// and parks with b.mu held: so either it sees the change or it is woken.
-//
-// Looking needs no w.mu: w's state and channel are written with b.mu held,
-// and nothing is queued for w without a commit (a spill or a policy moves
-// values into pend only in the commit that moves the tail), so if the tail
-// is still t, w holds nothing the loop has not seen. One lock of w.mu less
-// per wake-up, inside b.mu: see docs/design.md.
+// loop found nothing after tail t (*n: the loop's place in b.parked).
+// Whoever commits or changes a watcher (Stop, an end, C()) does it with
+// b.mu held and takes the parked loops concerned off b.parked before
+// releasing it; park looks and parks with b.mu held: so either it sees the
+// change or it is woken. Looking needs no w.mu: w's state and channel are
+// written with b.mu held, and nothing is queued for w without a commit (a
+// spill or a policy moves values into pend only in the commit that moves
+// the tail), so if the tail is still t, w holds nothing the loop has not
+// seen.
 func (b *Broadcaster[T]) park(n **waiter[T], w *Watcher[T], t uint64) {
 	if *n == nil {
 		*n = &waiter[T]{w: w, wake: make(chan struct{}, 1)}

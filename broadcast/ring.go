@@ -1,19 +1,18 @@
 package broadcast
 
-// Ring sizes. The ring is shared by every watcher; it only has to cover how
-// far a watcher normally lags, because a watcher that falls further behind
-// gets its values moved into its own queue (spill). 1024 slots cover the
-// default queue length of 1000. WithHistory makes it larger if it must.
+// Ring sizes. The shared ring only has to cover how far a watcher normally
+// lags: one further behind gets its values moved into its own queue
+// (spill). 1024 slots cover the default queue length of 1000; WithHistory
+// makes it larger if it must.
 const (
 	minRing = 64
 	maxRing = 1024
 )
 
 // ring is the broadcaster's shared buffer: the value with sequence number s
-// is in buf[s&mask] until the publish of s+len(buf) overwrites it. Written
-// only by a publisher holding the broadcaster's mutex; read by readers
-// holding their watcher's mutex (see Broadcaster.commit for why a slot is
-// never overwritten while a reader copies it).
+// is in buf[s&mask] until the publish of s+len(buf) overwrites it; written
+// under the broadcaster's mutex, read under a watcher's (attend says why
+// a slot is never overwritten while a reader copies it).
 type ring[T any] struct {
 	buf  []T
 	mask uint64

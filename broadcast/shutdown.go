@@ -63,10 +63,9 @@ func (b *Broadcaster[T]) waitTurnLocked(ctx context.Context) error {
 	return err
 }
 
-// endAllLocked ends every watcher: no publish runs or will, so the ring is
-// frozen and readers take what is queued, then end; C() channels are
-// closed after what they hold. It returns the watchers whose WithContext
-// callback is registered. Called with mu held.
+// endAllLocked ends every watcher, with mu held and no publish running or
+// to come: readers take what is queued, then end; C() channels are closed
+// after what they hold. It returns those with a WithContext callback.
 func (b *Broadcaster[T]) endAllLocked() []*Watcher[T] {
 	var callbacks []*Watcher[T]
 	for _, list := range [][]*Watcher[T]{b.readers, b.chans} {

@@ -638,3 +638,62 @@ func TestRegressionEveryWaiterWakes(t *testing.T) {
 		})
 	})
 }
+
+// A Publish that finds a Block watcher's channel full commits first and
+// then waits to send to it (payLocked): every other watcher has the value
+// meanwhile, and Stats counts it; the turn is held, so no later value
+// overtakes it on any watcher, and TryPublish says it would wait. (Before,
+// the wait came first and nothing of the value was visible until the full
+// channel had room: a scan of every channel on every Publish.)
+func TestFullChannelWatcherPaidAfterCommit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		b := newB(t)
+		full := watch(t, b, with(broadcast.Block, 2)...)
+		fullC := full.C()
+		ring := watch(t, b, with(broadcast.Block, 10)...)
+		roomy := watch(t, b, with(broadcast.Block, 10)...)
+		roomyC := roomy.C()
+		publish(t, b, 1, 2)
+		p3 := async(func() error { return b.Publish(3) })
+		synctest.Wait()
+		if _, ok := returned(p3); ok {
+			t.Fatal("Publish(3) returned although a Block channel is full")
+		}
+		if got := ring.Len(); got != 3 {
+			t.Errorf("ring watcher holds %d values while Publish(3) waits, want 3 (1, 2, 3)", got)
+		}
+		if got := len(roomyC); got != 3 {
+			t.Errorf("roomy channel holds %d values while Publish(3) waits, want 3", got)
+		}
+		checkStats(t, b, broadcast.Stats{Published: 3, Watchers: 3})
+		if ok, err := b.TryPublish(99); ok || err != nil {
+			t.Errorf("TryPublish while Publish(3) waits = %v, %v; want false, nil", ok, err)
+		}
+		p4 := async(func() error { return b.Publish(4) }) // waits for the turn
+		synctest.Wait()
+		if got := ring.Len(); got != 3 {
+			t.Errorf("ring watcher holds %d values, want 3: Publish(4) overtook Publish(3)", got)
+		}
+		var got []int
+		for len(got) < 4 {
+			got = append(got, <-fullC)
+			synctest.Wait()
+		}
+		for i, p := range []<-chan error{p3, p4} {
+			if err, ok := returned(p); !ok || err != nil {
+				t.Errorf("Publish(%d) = %v, returned %v; want nil, true", i+3, err, ok)
+			}
+		}
+		if d := diff([]int{1, 2, 3, 4}, got); d != "" {
+			t.Errorf("full watcher (-want +got):\n%s", d)
+		}
+		checkDropped(t, "full", full, 0)
+		shutdown(t, b)
+		if d := diff([]int{1, 2, 3, 4}, testutil.Drain(t, roomyC, guard)); d != "" {
+			t.Errorf("roomy watcher (-want +got):\n%s", d)
+		}
+		if d := diff([]int{1, 2, 3, 4}, slices.Collect(ring.All())); d != "" {
+			t.Errorf("ring watcher (-want +got):\n%s", d)
+		}
+	})
+}

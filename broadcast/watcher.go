@@ -22,9 +22,8 @@ type Watcher[T any] struct {
 	room     chan struct{} // cap 1: the publisher waiting for w should look again
 
 	// next is the next ring sequence number to read: a reader claims the
-	// value there by moving it on with a CAS, without mu; a publisher
-	// moves it under mu. math.MaxUint64 once w reads no more from the ring
-	// (stopped, evicted, or read through C).
+	// value there by moving it on with a CAS, a publisher under mu;
+	// math.MaxUint64 once w reads no more from the ring (Stop, Evict, C).
 	next       atomic.Uint64
 	dropped    atomic.Uint64
 	roomWanted atomic.Bool // the publisher waiting for w wants to hear when a reader takes
@@ -42,11 +41,10 @@ type Watcher[T any] struct {
 	chClosed bool   // ch is closed
 	sent     uint64 // values sent on ch
 	exemptTo uint64 // the first sent values, before this count, are exempt (prefix, replay)
-	sentSeq  uint64 // the sequence number the publisher's wait sent to ch
+	owed     bool   // the commit found ch full: the publisher sends the value after it (payLocked)
 
 	// Guarded by b.mu: the position in b.readers or b.chans (-1 once
-	// removed) and, for WithContext, the AfterFunc's stop and a channel
-	// closed when its call has returned.
+	// removed); WithContext's AfterFunc stop, and a channel closed after it.
 	index    int
 	ctxStop  func() bool
 	ctxAfter chan struct{}
@@ -123,9 +121,8 @@ func (w *Watcher[T]) attnSeqLocked(ringSize uint64) uint64 {
 	return min(uint64(max(full, 0)), h+ringSize)
 }
 
-// fullLocked reports whether w is full just before s is committed: the
-// values that count (not prefix or replay ones) in pend and in its segment
-// [next, s-1] fill its queue length. Called with mu held.
+// fullLocked reports whether the values that count (not prefix or replay)
+// in pend and in [next, s-1] fill w's queue length. Called with mu held.
 func (w *Watcher[T]) fullLocked(s uint64) bool {
 	n := int64(w.pendN)
 	if live := max(w.next.Load(), w.liveFrom); s > live {
@@ -140,9 +137,8 @@ func (w *Watcher[T]) fullFor(s uint64) bool {
 	return w.fullLocked(s)
 }
 
-// spillLocked moves w's ring segment [next, s-1] into pend, so that the
-// ring may overwrite it or s may be skipped. Readers claim without mu, so
-// next moves with a CAS. Called with mu held, by a publisher holding b.mu.
+// spillLocked moves w's ring segment [next, s-1] into pend (next moves with
+// a CAS: readers claim without mu). Called with b.mu and mu held.
 func (w *Watcher[T]) spillLocked(s uint64, r *ring[T]) {
 	h := w.next.Load()
 	for h < s && !w.next.CompareAndSwap(h, s) {
@@ -203,8 +199,7 @@ func (w *Watcher[T]) popLocked() (item[T], bool) {
 	return it, true
 }
 
-// took is called by a reader after it took a value: it tells the waiting
-// publisher, if that one waits for w, to look again.
+// took tells the publisher waiting for w, if any, that a reader took a value.
 func (w *Watcher[T]) took() {
 	if w.roomWanted.Load() && w.roomWanted.CompareAndSwap(true, false) {
 		w.signalRoom()
@@ -232,8 +227,7 @@ func (w *Watcher[T]) Stop() {
 }
 
 // stopWith is Stop; cause, if not nil, is why the watcher ended (its
-// WithContext ctx), unless something ended it before. It returns the
-// AfterFunc's stop, if any.
+// WithContext ctx) unless it had ended before. It returns ctxStop.
 func (w *Watcher[T]) stopWith(cause error) func() bool {
 	b := w.made()
 	b.mu.Lock()
@@ -257,8 +251,7 @@ func (w *Watcher[T]) stopWith(cause error) func() bool {
 	w.signalRoom() // a publisher waiting for w goes on
 	var sending chan struct{}
 	if b.sending == w {
-		// The waiting publisher sends to ch: it closes ch when its send
-		// ends (endSendLocked), and Stop returns after.
+		// The publisher sending to ch closes it when the send ends.
 		if b.sendEnd == nil {
 			b.sendEnd = make(chan struct{})
 		}
