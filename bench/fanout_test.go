@@ -34,11 +34,14 @@ func BenchmarkFanout(b *testing.B) {
 			}
 		})
 	}
-	b.Run("floor-ring", func(b *testing.B) {
-		for _, n := range watcherCounts {
-			b.Run(fmt.Sprintf("watchers=%d", n), func(b *testing.B) { fanoutRingFloor(b, n) })
-		}
-	})
+	for _, claim := range []bool{false, true} {
+		name := map[bool]string{false: "floor-ring", true: "floor-ring-claim"}[claim]
+		b.Run(name, func(b *testing.B) {
+			for _, n := range watcherCounts {
+				b.Run(fmt.Sprintf("watchers=%d", n), func(b *testing.B) { fanoutRingFloor(b, n, claim) })
+			}
+		})
+	}
 	for _, name := range floorReaders {
 		b.Run(name, func(b *testing.B) {
 			for _, n := range watcherCounts {

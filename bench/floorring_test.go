@@ -21,12 +21,16 @@ import (
 // releasing it. The publisher never laps a reader: before a value that
 // would overwrite an unread slot, it waits for the slowest reader, as a
 // Block watcher makes it do. Every delivery is checked by the same reader
-// loop as the other systems'.
-func fanoutRingFloor(b *testing.B, n int) {
+// loop as the other systems'. With claim, each reader also does what an
+// All() loop does to keep guarantee 3 exact: it copies each batch under a
+// mutex of its own and claims each value with a CAS just before yielding
+// it (read.go); the difference between the two is what that costs.
+func fanoutRingFloor(b *testing.B, n int, claim bool) {
 	want := b.N + 1
-	f := &fanRing{pos: make([]readerPos, n), room: make(chan struct{}, 1)}
+	f := &fanRing{pos: make([]readerPos, n), room: make(chan struct{}, 1), claim: claim}
 	for i := range f.pos {
 		f.pos[i].Store(1) // the next sequence number each reader reads
+		f.pos[i].claimed.Store(1)
 	}
 	var wg, warm sync.WaitGroup
 	warm.Add(n)
@@ -61,6 +65,7 @@ type fanRing struct {
 	roomWanted atomic.Bool   // the publisher waits for a reader to move on
 	room       chan struct{} // cap 1
 	bound      uint64        // the publisher's: no slot before this needs a look at pos
+	claim      bool          // readers copy under a mutex and claim with a CAS
 
 	mu     sync.Mutex
 	slots  [ringSize]watch.Event
@@ -69,10 +74,13 @@ type fanRing struct {
 }
 
 // readerPos is how far one reader has read, alone on its cache line, as
-// each watcher's position is in a Watcher of its own.
+// each watcher's position is in a Watcher of its own; with claim, also
+// the reader's mutex and its claimed position (a Watcher's mu and next).
 type readerPos struct {
 	atomic.Uint64
-	_ [56]byte
+	mu      sync.Mutex
+	claimed atomic.Uint64
+	_       [40]byte
 }
 
 // publish writes v as the next value, once no reader would lose a slot.
@@ -118,8 +126,28 @@ func (f *fanRing) values(k, want int) iter.Seq[watch.Event] {
 			default:
 			}
 		}()
+		var batch []watch.Event
 		for got := 0; got < want; {
 			t := min(f.tail.Load(), next+63)
+			if f.claim {
+				rp := &f.pos[k]
+				rp.mu.Lock()
+				batch = batch[:0]
+				for q := next; q <= t; q++ {
+					batch = append(batch, f.slots[q%ringSize])
+				}
+				rp.mu.Unlock()
+				for _, v := range batch {
+					if !rp.claimed.CompareAndSwap(next, next+1) {
+						panic("floor-ring-claim: a claim failed with one reader")
+					}
+					next++
+					got++
+					if !yield(v) {
+						return
+					}
+				}
+			}
 			for ; next <= t; next++ {
 				got++
 				if !yield(f.slots[next%ringSize]) {

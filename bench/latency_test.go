@@ -139,11 +139,14 @@ func BenchmarkLatency(b *testing.B) {
 			}
 		})
 	}
-	b.Run("floor-ring", func(b *testing.B) {
-		for _, n := range latencyWatcherCounts {
-			b.Run(fmt.Sprintf("watchers=%d", n), func(b *testing.B) { latencyRingFloor(b, n) })
-		}
-	})
+	for _, claim := range []bool{false, true} {
+		name := map[bool]string{false: "floor-ring", true: "floor-ring-claim"}[claim]
+		b.Run(name, func(b *testing.B) {
+			for _, n := range latencyWatcherCounts {
+				b.Run(fmt.Sprintf("watchers=%d", n), func(b *testing.B) { latencyRingFloor(b, n, claim) })
+			}
+		})
+	}
 	b.Run("floor-ring-lockfree", func(b *testing.B) {
 		for _, n := range latencyWatcherCounts {
 			b.Run(fmt.Sprintf("watchers=%d", n), func(b *testing.B) { latencyLockFreeFloor(b, n) })
@@ -156,8 +159,11 @@ func BenchmarkLatency(b *testing.B) {
 // no lock and parking on a wake channel of its own under that mutex, the
 // publisher waking the parked readers after releasing it. It has none of
 // herald's policies, claims or ends, and no protection against lapping
-// (one value is in flight), so no All() reader can wake faster.
-func latencyRingFloor(b *testing.B, n int) {
+// (one value is in flight), so no All() reader can wake faster. With
+// claim, each reader also copies under a mutex of its own and claims each
+// value with a CAS, as an All() loop does for guarantee 3 (see
+// fanoutRingFloor).
+func latencyRingFloor(b *testing.B, n int, claim bool) {
 	r := newLatencyRun(b, n)
 	f := &ringFloor{}
 	for k := range n {
@@ -165,7 +171,32 @@ func latencyRingFloor(b *testing.B, n int) {
 		r.wg.Go(func() {
 			wake := make(chan struct{}, 1)
 			next := uint64(1)
-			for got := 0; got < b.N; {
+			rp := &readerPos{}
+			rp.claimed.Store(1)
+			var batch []watch.Event
+			for got := 0; got < b.N && claim; {
+				rp.mu.Lock()
+				batch = batch[:0]
+				for t := f.tail.Load(); next+uint64(len(batch)) <= t; {
+					batch = append(batch, f.slots[(next+uint64(len(batch)))%ringSize])
+				}
+				rp.mu.Unlock()
+				for _, v := range batch {
+					if !rp.claimed.CompareAndSwap(next, next+1) {
+						panic("floor-ring-claim: a claim failed with one reader")
+					}
+					next++
+					if err := each(got, v); err != nil {
+						r.fail(err)
+						return
+					}
+					got++
+				}
+				if got < b.N && f.park(next, wake) {
+					<-wake
+				}
+			}
+			for got := 0; got < b.N && !claim; {
 				for t := f.tail.Load(); next <= t && got < b.N; next++ {
 					if err := each(got, f.slots[next%ringSize]); err != nil {
 						r.fail(err)
@@ -173,13 +204,7 @@ func latencyRingFloor(b *testing.B, n int) {
 					}
 					got++
 				}
-				f.mu.Lock()
-				idle := f.tail.Load() < next
-				if idle {
-					f.parked = append(f.parked, wake)
-				}
-				f.mu.Unlock()
-				if idle && got < b.N {
+				if f.park(next, wake) && got < b.N {
 					<-wake
 				}
 			}
@@ -276,6 +301,18 @@ type floorNode struct {
 	wake   chan struct{} // cap 1
 	next   *floorNode    // written by its reader before the push
 	listed atomic.Bool   // on the stack: pushed, not yet taken
+}
+
+// park adds wake to the parked readers if the tail is still before next,
+// and says whether it did.
+func (f *ringFloor) park(next uint64, wake chan struct{}) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	idle := f.tail.Load() < next
+	if idle {
+		f.parked = append(f.parked, wake)
+	}
+	return idle
 }
 
 type ringFloor struct {

@@ -51,13 +51,13 @@ type job struct {
 }
 
 var jobs = []job{
-	{pkg: ".", bench: "Fanout", systems: []string{"k8s", "herald-C", "herald-All", "floor-iter", "floor-chan"}},
+	{pkg: ".", bench: "Fanout", systems: []string{"k8s", "herald-C", "herald-All", "floor-iter", "floor-chan", "floor-ring", "floor-ring-claim"}},
 	{pkg: ".", bench: "PeerFanout", systems: peerNames},
 	{pkg: ".", bench: "PublishIdle", systems: []string{"k8s", "herald", "floor-mutex"}},
 	{pkg: ".", bench: "Churn", systems: []string{"k8s", "herald"}},
 	{pkg: ".", bench: "IdleWatcher", systems: []string{"k8s", "herald", "herald-C"}, benchtime: "1x"},
 	{pkg: ".", bench: "Lossy", systems: []string{"k8s", "herald-C"}},
-	{pkg: ".", bench: "Latency", systems: []string{"k8s", "herald-C", "herald-All", "floor-ring", "floor-ring-lockfree"}},
+	{pkg: ".", bench: "Latency", systems: []string{"k8s", "herald-C", "herald-All", "floor-ring", "floor-ring-claim", "floor-ring-lockfree"}},
 	{pkg: ".", bench: "PeerLatency", systems: append(peerNames[:len(peerNames):len(peerNames)], "pump")},
 	{pkg: "./eventsbench", bench: "Correlator", systems: []string{"k8s", "herald", "k8s-repeats40", "herald-repeats40"}},
 	{pkg: "./eventsbench", bench: "Pipeline", systems: []string{"k8s", "herald", "floor", "k8s-repeats40", "herald-repeats40"}},
