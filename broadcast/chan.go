@@ -39,7 +39,7 @@ func (w *Watcher[T]) C() <-chan T {
 	ch := w.ch
 	w.mu.Unlock()
 	b.wakeWatcherLocked(w) // its All loops read the channel from now on
-	w.signalRoom()         // a publisher waiting for room waits on the channel now
+	w.signalRoom()         // a publisher waiting for w looks again: it pays w after the commit
 	return ch
 }
 

@@ -77,8 +77,8 @@ func (b *Broadcaster[T]) fullWaiterLocked(s uint64, start time.Time, chans bool)
 			}
 		}
 	}
-	for _, w := range b.chans {
-		if chans && w.policy.waits() && !expired(w.policy, start) && len(w.ch) == cap(w.ch) {
+	for i := 0; chans && i < len(b.chans); i++ {
+		if w := b.chans[i]; w.policy.waits() && !expired(w.policy, start) && len(w.ch) == cap(w.ch) {
 			return w
 		}
 	}
