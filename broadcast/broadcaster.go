@@ -41,11 +41,7 @@ type Stats struct {
 // the zero value is ready to use with the default options. All methods are
 // safe for concurrent use. A Broadcaster must not be copied after first use.
 type Broadcaster[T any] struct {
-	// Set once, by New or by the first use of a zero Broadcaster.
-	initOnce sync.Once
-	cfg      config
-	closedCh chan struct{} // closed when Shutdown begins: publishers waiting for the turn give up
-	abort    chan struct{} // closed when Shutdown's ctx ends: the publisher waiting for room gives up
+	cfg config // set by New, never changed; zero in a zero Broadcaster (defaults)
 
 	// Written only with mu held, read without it: ring readers load tail,
 	// then ring (see readBatch); Dropped loads dropped.
@@ -55,21 +51,20 @@ type Broadcaster[T any] struct {
 
 	// mu guards the rest and serializes commits: one total order. It is
 	// never held while waiting. Lock order: mu, then a watcher's mu.
-	mu        sync.Mutex
-	readers   []*Watcher[T] // watchers read from the ring (All, Seq)
-	chans     []*Watcher[T] // watchers read through C(): commits send to them
-	attn      uint64        // no reader needs a visit before this sequence number
-	parked    *waiter[T]    // read loops waiting for a commit or a change of their watcher, newest first
-	nBlockFor int           // watchers under BlockFor: publishes then note their start
-	closed    bool          // Shutdown began
-	busy      bool          // a publisher holds the turn: it waits for room
-	turn      chan struct{} // closed when busy clears; nil if nobody waits for it
-	sending   *Watcher[T]   // the C() watcher the turn's holder is blocked sending to
-	sendEnd   chan struct{} // closed when that send ends; nil if nobody waits for it
-	shutDone  chan struct{} // closed when the first Shutdown has finished
-	// evictedCtx: evicted watchers whose WithContext callback may still
-	// run, until Stop or Shutdown unregisters it.
-	evictedCtx map[*Watcher[T]]struct{}
+	mu         sync.Mutex
+	readers    []*Watcher[T]            // watchers read from the ring (All, Seq)
+	chans      []*Watcher[T]            // watchers read through C(): commits send to them
+	attn       uint64                   // no reader needs a visit before this sequence number (any lower bound will do: 0 in a zero Broadcaster)
+	parked     *waiter[T]               // read loops waiting for a commit or a change of their watcher, newest first
+	nBlockFor  int                      // watchers under BlockFor: publishes then note their start
+	closed     bool                     // Shutdown began
+	busy       bool                     // a publisher holds the turn: it waits for room
+	turn       chan struct{}            // closed when busy clears or Shutdown begins; nil if nobody waits for it
+	sending    *Watcher[T]              // the C() watcher the turn's holder is blocked sending to
+	sendEnd    chan struct{}            // closed when that send ends; nil if nobody waits for it
+	abort      chan struct{}            // closed when Shutdown's ctx ends: the publisher waiting for room gives up; made on first use
+	shutDone   chan struct{}            // closed when the first Shutdown has finished
+	evictedCtx map[*Watcher[T]]struct{} // evicted watchers whose WithContext callback may still run, until Stop or Shutdown
 }
 
 // New returns a broadcaster. opts set the defaults for its watchers: queue
@@ -79,26 +74,21 @@ func New[T any](opts ...Option) *Broadcaster[T] {
 	cfg.inNew = true
 	cfg.apply(opts)
 	cfg.inNew = false
-	b := &Broadcaster[T]{cfg: cfg}
-	b.initOnce.Do(b.init)
+	b := &Broadcaster[T]{cfg: cfg, attn: math.MaxUint64}
+	if cfg.history > 0 {
+		b.ring.Store(newRing[T](ringSize(0, cfg.history)))
+	}
 	return b
 }
 
-// init makes what New makes; a zero Broadcaster gets it on first use.
-func (b *Broadcaster[T]) init() {
+// defaults returns New's options, or the defaults for a zero Broadcaster
+// (it needs nothing else before its first use; the rest is made under mu).
+func (b *Broadcaster[T]) defaults() config {
 	if b.cfg.queueLen == 0 {
-		b.cfg = defaultConfig()
+		return defaultConfig()
 	}
-	b.closedCh = make(chan struct{})
-	b.abort = make(chan struct{})
-	b.evictedCtx = make(map[*Watcher[T]]struct{})
-	b.attn = math.MaxUint64
-	if b.cfg.history > 0 {
-		b.ring.Store(newRing[T](ringSize(0, b.cfg.history)))
-	}
+	return b.cfg
 }
-
-func (b *Broadcaster[T]) ready() { b.initOnce.Do(b.init) }
 
 // Watch registers a watcher. It receives every value whose Publish is called
 // after Watch returns, and none whose Publish returned before Watch was
@@ -119,15 +109,14 @@ func (b *Broadcaster[T]) WatchWithPrefix(prefix []T, opts ...Option) (*Watcher[T
 }
 
 // WatchFrom is [Broadcaster.Watch] whose watcher first receives the kept
-// values (see [WithHistory]) numbered seq and later, then every later
-// value, with nothing missed or repeated between: replay and registration
-// are one atomic step, and the registration barrier holds for the live
-// part. WatchFrom(0) replays everything kept. Replayed values, like prefix
-// values, never count against the queue length and are never dropped or
-// evicted. A seq older than the oldest kept value, or greater than
-// Stats().Published+1, returns an error wrapping [ErrOutOfRange] and
-// registers nothing. Without history use Watch: a concurrent Publish can
-// make Published+1 too old.
+// values (see [WithHistory]) numbered seq and later, then every later value,
+// with nothing missed or repeated between: replay and registration are one
+// atomic step, and the registration barrier holds for the live part.
+// WatchFrom(0) replays everything kept. Replayed values, like prefix values,
+// never count against the queue length and are never dropped or evicted. A
+// seq older than the oldest kept value, or greater than Stats().Published+1,
+// returns an error wrapping [ErrOutOfRange] and registers nothing. Without
+// history use Watch: a concurrent Publish can make Published+1 too old.
 func (b *Broadcaster[T]) WatchFrom(seq uint64, opts ...Option) (*Watcher[T], error) {
 	return b.watch(nil, &seq, opts)
 }
@@ -153,8 +142,7 @@ func (b *Broadcaster[T]) replayFrom(from uint64) (uint64, error) {
 }
 
 func (b *Broadcaster[T]) watch(prefix []T, from *uint64, opts []Option) (*Watcher[T], error) {
-	b.ready()
-	cfg := b.cfg
+	cfg := b.defaults()
 	cfg.apply(opts)
 	if cfg.ctx != nil && cfg.ctx.Err() != nil {
 		return nil, context.Cause(cfg.ctx)
@@ -245,6 +233,9 @@ func (b *Broadcaster[T]) removeLocked(w *Watcher[T]) {
 func (b *Broadcaster[T]) evictedLocked(w *Watcher[T]) {
 	b.removeLocked(w)
 	if w.ctxStop != nil {
+		if b.evictedCtx == nil {
+			b.evictedCtx = make(map[*Watcher[T]]struct{})
+		}
 		b.evictedCtx[w] = struct{}{}
 	}
 	b.wakeWatcherLocked(w)
@@ -260,7 +251,6 @@ func (b *Broadcaster[T]) Dropped() uint64 {
 
 // Stats returns a snapshot of the broadcaster's counters.
 func (b *Broadcaster[T]) Stats() Stats {
-	b.ready()
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return Stats{Published: b.tail.Load(), Dropped: b.dropped.Load(), Watchers: len(b.readers) + len(b.chans)}

@@ -591,6 +591,54 @@ func TestZeroValues(t *testing.T) {
 			t.Errorf("Publish after Shutdown = %v, want ErrClosed", err)
 		}
 	})
+	// What a zero Broadcaster makes on first use (the channel that ends a
+	// wait at Shutdown's deadline, the set of evicted watchers whose
+	// context may still stop them) works as New's.
+	t.Run("Broadcaster waits and evicts", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			var b broadcast.Broadcaster[int]
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			evicted := watch(t, &b, broadcast.WithPolicy(broadcast.Evict), broadcast.WithQueueLength(1), broadcast.WithContext(ctx))
+			full := watch(t, &b, with(broadcast.Block, 1)...)
+			publish(t, &b, 1)
+			p2 := async(func() error { return b.Publish(2) }) // waits for full
+			synctest.Wait()
+			p3 := async(func() error { return b.Publish(3) }) // waits for the turn
+			synctest.Wait()
+			sctx, scancel := context.WithTimeout(context.Background(), time.Second)
+			defer scancel()
+			sd := async(func() error { return b.Shutdown(sctx) })
+			synctest.Wait()
+			// From Shutdown's start: Publish(3) gives up waiting for the
+			// turn; Publish(2) waits until the deadline.
+			if err, ok := returned(p3); !ok || !errors.Is(err, broadcast.ErrClosed) {
+				t.Errorf("Publish(3) once Shutdown began = %v, returned %v; want ErrClosed, true", err, ok)
+			}
+			if _, ok := returned(p2); ok {
+				t.Error("Publish(2) returned before Shutdown's deadline")
+			}
+			time.Sleep(time.Second)
+			synctest.Wait()
+			if err, ok := returned(sd); !ok || !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("Shutdown = %v, returned %v; want DeadlineExceeded, true", err, ok)
+			}
+			if err, ok := returned(p2); !ok || !errors.Is(err, broadcast.ErrClosed) {
+				t.Errorf("Publish(2) = %v, returned %v; want ErrClosed, true", err, ok)
+			}
+			// Publish(2), given up, still committed: it evicted evicted.
+			if err := evicted.Err(); !errors.Is(err, broadcast.ErrEvicted) {
+				t.Errorf("evicted.Err() = %v, want ErrEvicted", err)
+			}
+			if d := diff([]int{1}, slices.Collect(full.All())); d != "" {
+				t.Errorf("full watcher (-want +got):\n%s", d)
+			}
+			if d := diff([]int{1}, slices.Collect(evicted.All())); d != "" {
+				t.Errorf("evicted watcher (-want +got):\n%s", d)
+			}
+			checkStats(t, &b, broadcast.Stats{Published: 2, Dropped: 2, Watchers: 0})
+		})
+	})
 	t.Run("Watcher panics", func(t *testing.T) {
 		var w broadcast.Watcher[int]
 		for name, f := range map[string]func(){

@@ -54,12 +54,11 @@ var (
 	// a full Block watcher, because every value must reach it in order.
 	Block = Policy{kind: kindBlock}
 
-	// Evict ends a full watcher instead of losing values silently: the
-	// value that found its queue full is counted as dropped, and the
-	// watcher ends. It keeps what it holds (readable, in order), then C()
-	// closes and All() ends, and [Watcher.Err] returns [ErrEvicted]. No
-	// publisher and no other watcher waits for it; it no longer counts in
-	// [Stats].Watchers.
+	// Evict ends a full watcher instead of losing values silently: the value
+	// that found its queue full is counted as dropped, and the watcher ends.
+	// It keeps what it holds (readable, in order), then C() closes and All()
+	// ends, and [Watcher.Err] returns [ErrEvicted]. No publisher and no
+	// other watcher waits for it; it no longer counts in [Stats].Watchers.
 	Evict = Policy{kind: kindEvict}
 )
 

@@ -47,7 +47,6 @@ func (b *Broadcaster[T]) TryPublish(v T) (bool, error) {
 // publish is the publish path (docs/design.md lists what it relies on):
 // all under mu, released only while the turn's holder waits for room.
 func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, error) {
-	b.ready()
 	var start time.Time
 	b.mu.Lock()
 	if b.nBlockFor > 0 {
@@ -92,10 +91,15 @@ func (b *Broadcaster[T]) publish(ctx context.Context, v T, try bool) (bool, erro
 func (b *Broadcaster[T]) endTurnLocked() {
 	if b.busy {
 		b.busy = false
-		if b.turn != nil {
-			close(b.turn)
-			b.turn = nil
-		}
+		b.wakeTurnLocked()
+	}
+}
+
+// wakeTurnLocked wakes whoever waits for the turn to end (mu held).
+func (b *Broadcaster[T]) wakeTurnLocked() {
+	if b.turn != nil {
+		close(b.turn)
+		b.turn = nil
 	}
 }
 

@@ -17,7 +17,6 @@ func (b *Broadcaster[T]) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return errNilContext
 	}
-	b.ready()
 	b.mu.Lock()
 	if b.shutDone != nil {
 		done := b.shutDone
@@ -26,7 +25,7 @@ func (b *Broadcaster[T]) Shutdown(ctx context.Context) error {
 	}
 	b.closed = true
 	b.shutDone = make(chan struct{})
-	close(b.closedCh) // publishers waiting for the turn give up
+	b.wakeTurnLocked() // publishers waiting for the turn give up
 	err := b.waitTurnLocked(ctx)
 	callbacks := b.endAllLocked()
 	b.mu.Unlock()
@@ -47,14 +46,14 @@ func (b *Broadcaster[T]) Shutdown(ctx context.Context) error {
 func (b *Broadcaster[T]) waitTurnLocked(ctx context.Context) error {
 	var err error
 	for b.busy {
-		t := b.turnLocked()
+		t, abort := b.turnLocked(), b.abortLocked()
 		b.mu.Unlock()
 		select {
 		case <-t:
 		case <-ctx.Done():
 			if err == nil {
 				err = ctx.Err()
-				close(b.abort)
+				close(abort)
 			}
 			<-t
 		}

@@ -27,7 +27,6 @@ func (b *Broadcaster[T]) takeTurnLocked(ctx context.Context, try bool) error {
 		case <-ctx.Done():
 			b.mu.Lock()
 			return ctx.Err()
-		case <-b.closedCh:
 		}
 		b.mu.Lock()
 	}
@@ -43,6 +42,14 @@ func (b *Broadcaster[T]) turnLocked() <-chan struct{} {
 		b.turn = make(chan struct{})
 	}
 	return b.turn
+}
+
+// abortLocked returns the channel closed when Shutdown's ctx ends (mu held).
+func (b *Broadcaster[T]) abortLocked() chan struct{} {
+	if b.abort == nil {
+		b.abort = make(chan struct{})
+	}
+	return b.abort
 }
 
 // waitRoomLocked returns once no Block or unexpired BlockFor ring reader
@@ -145,6 +152,7 @@ func (b *Broadcaster[T]) waitFor(ctx context.Context, w *Watcher[T], s uint64, v
 			return nil
 		}
 	}
+	abort := b.abortLocked()
 	b.mu.Unlock()
 	var err error
 	sent := false
@@ -155,7 +163,7 @@ func (b *Broadcaster[T]) waitFor(ctx context.Context, w *Watcher[T], s uint64, v
 	case <-timeout:
 	case <-ctx.Done():
 		err = ctx.Err()
-	case <-b.abort:
+	case <-abort:
 		err = ErrClosed
 	}
 	b.mu.Lock()

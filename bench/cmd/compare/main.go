@@ -18,6 +18,7 @@
 //	go run ./cmd/compare                      # -count 5 -benchtime 1s
 //	go run ./cmd/compare -count 3 -benchtime 100ms
 //	go run ./cmd/compare -smoke               # every benchmark once; fails if any is broken
+//	go run ./cmd/compare -from a.txt,b.txt    # no run: the table from earlier raw outputs, rounds pooled
 //
 // With -smoke nothing is copied to ../docs. Exit status: 1 if a build or a
 // benchmark failed or a result is missing; with -strict also if a target is
@@ -91,7 +92,7 @@ func main() {
 	flag.StringVar(&c.docsDir, "docs", "../docs", "where the table and the chart are copied (empty: nowhere)")
 	flag.StringVar(&only, "run", "", "only the workloads whose name matches this regexp (e.g. 'Fanout|Churn')")
 	flag.DurationVar(&c.timeout, "timeout", 10*time.Minute, "limit for one test binary run")
-	flag.StringVar(&c.from, "from", "", "run nothing: make the table and chart from this raw output (e.g. out/raw.txt)")
+	flag.StringVar(&c.from, "from", "", "run nothing: make the table and chart from these raw outputs, comma-separated (e.g. out/raw.txt); the rounds of several runs are pooled")
 	flag.Parse()
 	if c.smoke {
 		c.count, c.benchtime, c.docsDir = 1, "1x", ""
@@ -121,17 +122,7 @@ func run(c config) error {
 		return err
 	}
 	if c.from != "" {
-		b, err := os.ReadFile(c.from)
-		if err != nil {
-			return err
-		}
-		res := newResults()
-		res.add(b)
-		env := fmt.Sprintf("%s, from %s", runtime.Version(), c.from)
-		if run := res.config["compare-run"]; run != "" {
-			env = fmt.Sprintf("%s; from %s", run, c.from)
-		}
-		return report(c, res, asked(c), env)
+		return fromRaw(c)
 	}
 	start := time.Now()
 
@@ -201,6 +192,35 @@ func run(c config) error {
 		return fmt.Errorf("%d build(s) or benchmark run(s) failed; output in %s", len(failures), raw.Name())
 	}
 	return err
+}
+
+// fromRaw makes the table and the chart from the raw outputs of earlier
+// runs (c.from, comma-separated). The rounds of every run are pooled: each
+// ratio is then the median of the ratios of all their rounds.
+func fromRaw(c config) error {
+	res := newResults()
+	var runs []string
+	for _, f := range strings.Split(c.from, ",") {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		one := newResults()
+		if one.add(b) == 0 {
+			return fmt.Errorf("%s: no benchmark result", f)
+		}
+		res.add(b)
+		desc := one.config["compare-run"]
+		if desc == "" {
+			desc = "a run"
+		}
+		runs = append(runs, fmt.Sprintf("%s (%s)", f, desc))
+	}
+	env := fmt.Sprintf("%s; from %s", runtime.Version(), runs[0])
+	if len(runs) > 1 {
+		env = fmt.Sprintf("%s; the rounds of %d runs pooled: %s", runtime.Version(), len(runs), strings.Join(runs, "; "))
+	}
+	return report(c, res, asked(c), env)
 }
 
 // asked returns the workloads -run selects, nil for all of them.
