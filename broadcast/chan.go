@@ -14,14 +14,13 @@ const ChannelBuffer = 64
 // ends (Stop, or Shutdown and eviction after the values it holds). Every
 // call returns the same channel.
 //
-// The channel is the watcher's queue: from the first call on, publishers
-// send to it, and it holds what the watcher holds read through All, under
-// the same policy. Its capacity is the queue length plus what is left of a
-// prefix or replay at the first call; the room of the prefix values read
-// goes to live values. So a watcher read through C needs no goroutine, and
-// after Shutdown or eviction every value it holds stays in the channel,
-// which is then closed, whether or not anything read meanwhile. The first
-// call allocates it.
+// The channel is the watcher's queue: from the first call on, publishers send
+// to it, and it holds what the watcher holds read through All, under the same
+// policy. Its capacity is the queue length plus what is left of a prefix or
+// replay at the first call; the room of the prefix values read goes to live
+// values. So a watcher read through C needs no goroutine, and after Shutdown or
+// eviction every value it holds stays in the channel, which is then closed,
+// whether or not anything read meanwhile. The first call allocates it.
 //
 // One difference from All: a full [DropOldest] watcher whose prefix or
 // replay is not all received yet drops the new value (counted), as [Drop]

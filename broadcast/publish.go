@@ -9,9 +9,8 @@ import (
 // Publish sends v to every watcher. It returns once v is queued for every
 // watcher (or dropped for it, as its policy says); it waits only for full
 // [Block] or [BlockFor] watchers. It returns [ErrClosed] once Shutdown has
-// begun; a Publish that was waiting when Shutdown's ctx ended returns
-// ErrClosed too, and v is then dropped (counted) for the watchers it had not
-// reached.
+// begun; a Publish that was waiting when Shutdown's ctx ended returns ErrClosed
+// too, and v is then dropped (counted) for the watchers it had not reached.
 func (b *Broadcaster[T]) Publish(v T) error {
 	_, err := b.publish(context.Background(), v, false)
 	return err
@@ -130,15 +129,14 @@ func (b *Broadcaster[T]) commitLocked(s uint64, v T) (owes bool) {
 	return owes
 }
 
-// attend visits, with mu held, every reader whose attention bound is s or
-// less (attnSeqLocked): a full one gets its policy applied, one the ring is
-// about to lap gets its segment moved to its own queue; b.attn is
-// recomputed. So a slot is never overwritten while a reader copies it:
-// readers copy under their watcher's mutex and only from [next, tail]; the
-// commit of s overwrites the slot of s-R (R the ring size) only once every
-// reader's next is past s-R, or after moving that reader's segment out of
-// the ring under its mutex. Readers only raise a watcher's bound, so
-// between visits no reader needs one.
+// attend visits, with mu held, every reader whose attention bound is s or less
+// (attnSeqLocked): a full one gets its policy applied, one the ring is about to
+// lap gets its segment moved to its own queue; b.attn is recomputed. So a slot
+// is never overwritten while a reader copies it: readers copy under their
+// watcher's mutex and only from [next, tail]; the commit of s overwrites the
+// slot of s-R (R the ring size) only once every reader's next is past s-R, or
+// after moving that reader's segment out of the ring under its mutex. Readers
+// only raise a watcher's bound, so between visits no reader needs one.
 func (b *Broadcaster[T]) attend(s uint64, r *ring[T]) {
 	R := r.size()
 	next := uint64(math.MaxUint64)

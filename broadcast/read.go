@@ -32,14 +32,13 @@ func (w *Watcher[T]) Seq() iter.Seq2[uint64, T] {
 	}
 }
 
-// read yields w's values with their sequence numbers until yield returns
-// false or w ends; once C() was called it reads w's channel. Each value is
-// taken by one reader: pend values are popped under mu; ring values are
-// copied under mu, in a batch, and each is claimed just before it is
-// yielded by moving next past it with a CAS. Until then it stays queued,
-// counted by publishers; a failed CAS means someone else moved next
-// (another reader, a publisher spilling or dropping, Stop, C()), and the
-// rest of the batch is stale.
+// read yields w's values with their sequence numbers until yield returns false
+// or w ends; once C() was called it reads w's channel. Each value is taken by
+// one reader: pend values are popped under mu; ring values are copied under mu,
+// in a batch, and each is claimed just before it is yielded by moving next past
+// it with a CAS. Until then it stays queued, counted by publishers; a failed
+// CAS means someone else moved next (another reader, a publisher spilling or
+// dropping, Stop, C()), and the rest of the batch is stale.
 func (w *Watcher[T]) read(yield func(uint64, T) bool) {
 	var batch []T
 	defer func() { clear(batch) }()
@@ -138,16 +137,15 @@ func (n *waiter[T]) signal() {
 	}
 }
 
-// park waits until a commit or a change of w, unless one came since the
-// loop found nothing after tail t (*n: the loop's place in b.parked).
-// Whoever commits or changes a watcher (Stop, an end, C()) does it with
-// b.mu held and takes the parked loops concerned off b.parked before
-// releasing it; park looks and parks with b.mu held: so either it sees the
-// change or it is woken. Looking needs no w.mu: w's state and channel are
-// written with b.mu held, and nothing is queued for w without a commit (a
-// spill or a policy moves values into pend only in the commit that moves
-// the tail), so if the tail is still t, w holds nothing the loop has not
-// seen.
+// park waits until a commit or a change of w, unless one came since the loop
+// found nothing after tail t (*n: the loop's place in b.parked). Whoever
+// commits or changes a watcher (Stop, an end, C()) does it with b.mu held and
+// takes the parked loops concerned off b.parked before releasing it; park looks
+// and parks with b.mu held: so either it sees the change or it is woken.
+// Looking needs no w.mu: w's state and channel are written with b.mu held, and
+// nothing is queued for w without a commit (a spill or a policy moves values
+// into pend only in the commit that moves the tail), so if the tail is still t,
+// w holds nothing the loop has not seen.
 func (b *Broadcaster[T]) park(n **waiter[T], w *Watcher[T], t uint64) {
 	if *n == nil {
 		*n = &waiter[T]{w: w, wake: make(chan struct{}, 1)}

@@ -3,16 +3,15 @@ package broadcast
 import "context"
 
 // Shutdown stops the broadcaster. From its start, Publish, PublishContext,
-// TryPublish and the Watch methods return [ErrClosed]. A Publish still
-// waiting for a full Block watcher may finish until ctx ends; then it gives
-// up (its value is dropped, counted, for the watchers it had not reached)
-// and Shutdown returns ctx.Err(). Then every watcher ends: every value
-// queued for it stays readable, through All (which ends after them) or
-// through C (closed after them), whether or not anything reads while
-// Shutdown runs; Shutdown never waits for a reader. When it returns, no
-// goroutine of the broadcaster remains. Calls after the first wait for it
-// to finish and return nil (or their own ctx.Err()). Shutdown(nil) returns
-// an error and does nothing.
+// TryPublish and the Watch methods return [ErrClosed]. A Publish still waiting
+// for a full Block watcher may finish until ctx ends; then it gives up (its
+// value is dropped, counted, for the watchers it had not reached) and Shutdown
+// returns ctx.Err(). Then every watcher ends: every value queued for it stays
+// readable, through All (which ends after them) or through C (closed after
+// them), whether or not anything reads while Shutdown runs; Shutdown never
+// waits for a reader. When it returns, no goroutine of the broadcaster remains.
+// Calls after the first wait for it to finish and return nil (or their own
+// ctx.Err()). Shutdown(nil) returns an error and does nothing.
 func (b *Broadcaster[T]) Shutdown(ctx context.Context) error {
 	if ctx == nil {
 		return errNilContext
@@ -32,9 +31,8 @@ func (b *Broadcaster[T]) Shutdown(ctx context.Context) error {
 	// No WithContext callback runs after Shutdown returns: unregister each,
 	// or wait for one already running.
 	for _, w := range callbacks {
-		if !w.ctxStop() {
-			<-w.ctxAfter
-		}
+		w.stopCtx()
+		<-w.ctxAfter
 	}
 	close(b.shutDone)
 	return err

@@ -385,6 +385,30 @@ func TestNoGoroutineAfterShutdown(t *testing.T) {
 			goleak.VerifyNone(t, ignore, goleak.IgnoreTopFunction("testing/synctest.testingSynctestTest"))
 		})
 	})
+
+	// Stop on WithContext watchers while Shutdown runs: both unregister
+	// each watcher's context callback, and only one can. Shutdown used to
+	// wait forever for a callback that Stop had unregistered (found by
+	// examples/sse: a handler's deferred Stop racing Shutdown); in a
+	// bubble, that wait is a deadlock, and the test fails. It hit within
+	// the first few rounds of 100 watchers.
+	t.Run("Stop racing", func(t *testing.T) {
+		for range 50 {
+			synctest.Test(t, func(t *testing.T) {
+				b := broadcast.New[int]()
+				start := make(chan struct{})
+				var wg sync.WaitGroup
+				for range 100 {
+					w := watch(t, b, broadcast.WithContext(t.Context()))
+					wg.Go(func() { <-start; w.Stop() })
+				}
+				close(start)
+				shutdown(t, b)
+				wg.Wait()
+				checkStats(t, b, broadcast.Stats{Watchers: 0})
+			})
+		}
+	})
 }
 
 // TestEvictAfterShutdownKeepsErrClosed: the first cause that ends a watcher

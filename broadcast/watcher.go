@@ -221,20 +221,27 @@ func (w *Watcher[T]) signalRoom() {
 // dropped; so after Shutdown or eviction, read a watcher before stopping
 // it. Stop does not change [Watcher.Err].
 func (w *Watcher[T]) Stop() {
-	if stop := w.stopWith(nil); stop != nil {
-		stop() // WithContext: nothing left to do when ctx ends
+	w.stopWith(nil)
+	w.stopCtx() // WithContext: nothing left to do when ctx ends
+}
+
+// stopCtx unregisters w's WithContext callback, if any. ctxAfter is closed
+// once it has run or never will: by it, or here if this call stopped it
+// (Stop and Shutdown may both try; one succeeds).
+func (w *Watcher[T]) stopCtx() {
+	if w.ctxStop != nil && w.ctxStop() {
+		close(w.ctxAfter)
 	}
 }
 
 // stopWith is Stop; cause, if not nil, is why the watcher ended (its
-// WithContext ctx) unless it had ended before. It returns ctxStop.
-func (w *Watcher[T]) stopWith(cause error) func() bool {
+// WithContext ctx) unless it had ended before.
+func (w *Watcher[T]) stopWith(cause error) {
 	b := w.made()
 	b.mu.Lock()
-	stop := w.ctxStop
 	if w.isStopped() {
 		b.mu.Unlock()
-		return stop
+		return
 	}
 	w.mu.Lock()
 	if w.state.phase == running {
@@ -264,7 +271,6 @@ func (w *Watcher[T]) stopWith(cause error) func() bool {
 	if sending != nil {
 		<-sending
 	}
-	return stop
 }
 
 // Err returns why the watcher ended: nil while it runs and after Stop;
