@@ -454,7 +454,7 @@ How each workload is measured (bench/*_test.go):
 
 9. ` + "`BenchmarkResume`" + ` (bench/resume_test.go), herald alone: ` + "`Publish`" + ` in a ` + "`b.Loop`" + ` on a broadcaster with ` + "`WithHistory(1000)`" + ` against one without, with no watcher (a publish then only counts, or with history writes the slot: one more atomic operation, see bench-resume.md) and with one full Drop watcher of queue 10 nobody reads (every publish takes the lock and drops for it); ` + "`WatchFrom(1)`" + ` on 1000 kept values then ` + "`Stop`" + `, against ` + "`Watch`" + ` then ` + "`Stop`" + `; then 10 000 values read through ` + "`Seq`" + ` in rounds, timed per value: queued for a Block watcher of queue 10 000 as they were published, against replayed by ` + "`WatchFrom`" + ` once an Evict watcher of queue 100 was evicted by them (the publishing and the eviction untimed).
 
-Raw output (benchstat-compatible) is in bench/out/raw.txt after a run. More on resume, history and eviction, from the broadcast package's own benchmarks: [bench-resume.md](bench-resume.md).
+Raw output (benchstat-compatible) is in bench/out/raw.txt after a run; a table made with -from names the raw files it pools above (the published ones are kept in docs/bench-raw/). More on resume, history and eviction, from the broadcast package's own benchmarks: [bench-resume.md](bench-resume.md).
 `)
 	return b.String()
 }
