@@ -205,12 +205,11 @@ func fromRaw(c config) error {
 		if err != nil {
 			return err
 		}
-		one := newResults()
-		if one.add(b) == 0 {
+		delete(res.config, "compare-run") // so that it is this file's, if it has one
+		if res.add(b) == 0 {
 			return fmt.Errorf("%s: no benchmark result", f)
 		}
-		res.add(b)
-		desc := one.config["compare-run"]
+		desc := res.config["compare-run"]
 		if desc == "" {
 			desc = "a run"
 		}
